@@ -1,0 +1,17 @@
+#include "compiler/ir/graph.h"
+
+namespace modelc {
+
+std::optional<NodeId> Graph::find_param(const std::string& n) const {
+  for (NodeId id : params)
+    if (nodes[id].name == n) return id;
+  return std::nullopt;
+}
+
+std::optional<NodeId> Graph::find_input(const std::string& n) const {
+  for (NodeId id : inputs)
+    if (nodes[id].name == n) return id;
+  return std::nullopt;
+}
+
+}  // namespace modelc

@@ -1,0 +1,76 @@
+// The graph IR: SSA nodes in topological order.
+//
+// A node holds an op, its inputs (values produced by earlier nodes), attributes, the types
+// of its outputs and the source location it came from. Inputs and parameters of the model
+// are nodes too (ops `input` and `param`, named). Absent optional inputs are invalid Values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/attrs.h"
+#include "compiler/ir/types.h"
+#include "compiler/support/diagnostics.h"
+
+namespace modelc {
+
+enum class OpKind : uint16_t {
+#define OP(E, N) E,
+#include "compiler/ir/ops.def"
+#undef OP
+  NumOps
+};
+
+using NodeId = uint32_t;
+inline constexpr NodeId kNoNode = UINT32_MAX;
+
+struct Value {
+  NodeId node = kNoNode;
+  uint32_t index = 0;
+  bool valid() const { return node != kNoNode; }
+  friend bool operator==(const Value&, const Value&) = default;
+};
+
+struct Node {
+  OpKind op{};
+  std::vector<Value> inputs;
+  Attrs attrs;
+  std::vector<TensorType> outputs;
+  SourceLoc loc;
+  std::string name;   // input and param nodes: the (hierarchical) name
+  std::string scope;  // the def instances this node was inlined from: "block.2/attention.0"
+  bool checkpoint = false;  // inside an @checkpoint def or call
+};
+
+// A dimension of the model: bound to a value (default or -D) or left symbolic.
+struct DimDecl {
+  std::string name;
+  std::optional<int64_t> value;
+  SourceLoc loc;
+};
+
+struct Graph {
+  std::string name;  // the model's name
+  std::vector<DimDecl> dims;
+  std::vector<Node> nodes;
+  std::vector<NodeId> inputs, params;  // in declaration order
+  struct Output {
+    std::string name;
+    Value value;
+    SourceLoc loc;
+  };
+  std::vector<Output> outputs;
+
+  const Node& node(NodeId id) const { return nodes.at(id); }
+  const TensorType& type(Value v) const { return nodes.at(v.node).outputs.at(v.index); }
+  NodeId add(Node n) {
+    nodes.push_back(std::move(n));
+    return static_cast<NodeId>(nodes.size() - 1);
+  }
+  std::optional<NodeId> find_param(const std::string& name) const;
+  std::optional<NodeId> find_input(const std::string& name) const;
+};
+
+}  // namespace modelc

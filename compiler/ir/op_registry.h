@@ -1,0 +1,163 @@
+// The op registry: one entry per op with everything the compiler knows about it.
+//
+//   signature  how the language calls it: "x: tensor, axis: int = -1"; tensor parameters
+//              become node inputs (in order), the rest become attributes by name
+//   fusion     its fusion kind; passes read only this
+//   infer      its shape and dtype rule (may canonicalise attributes, e.g. axis -1 -> 2)
+//   reference  its semantics in double precision, for the reference interpreter
+//   unary/binary  the scalar function of an elementwise op (the reference maps it)
+//
+// Entries are written in compiler/ir/ops/*.cc, one file per op family.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "compiler/ir/ref_tensor.h"
+
+namespace modelc {
+
+enum class FusionKind { Source, Elementwise, Broadcast, Injective, Reduction, Opaque };
+std::string_view fusion_kind_name(FusionKind k);
+
+// The kinds of values a parameter of a built-in accepts.
+enum class ParamKind {
+  Tensor,         // a tensor (a number converts to a rank-0 constant)
+  OptTensor,      // a tensor or absent (default `none`)
+  TensorList,     // [t1, t2, ...]: node inputs, one each
+  Int, Float, Bool, Ints, Shape, Str, DType
+};
+
+struct ParamSpec {
+  std::string name;
+  ParamKind kind{};
+  std::optional<AttrValue> default_value;  // absent: required (OptTensor: absent means none)
+  bool has_default = false;
+};
+
+// Parses "x: tensor, axis: int = -1, eps: float = 1e-5, w: tensor? = none".
+// Throws InternalError on a malformed spec (specs are ours, not the user's).
+std::vector<ParamSpec> parse_signature(std::string_view spec);
+std::string signature_str(const std::vector<ParamSpec>& params);  // for messages and docs
+
+struct InferCtx {
+  std::vector<const TensorType*> in;  // one per tensor input; nullptr for an absent one
+  Attrs& attrs;
+  std::vector<TensorType> out;
+  // The first failure; `input` names the tensor input to blame (-1: the whole call),
+  // `attr` the attribute to blame ("" for none).
+  std::optional<std::string> error;
+  int error_input = -1;
+  std::string error_attr;
+
+  const TensorType& input(int i) const { return *in.at(static_cast<size_t>(i)); }
+  bool has_input(int i) const { return i < static_cast<int>(in.size()) && in[static_cast<size_t>(i)]; }
+  void fail(std::string msg, int input = -1) {
+    if (!error) { error = std::move(msg); error_input = input; }
+  }
+  void fail_attr(std::string msg, std::string attr) {
+    if (!error) { error = std::move(msg); error_attr = std::move(attr); }
+  }
+  bool failed() const { return error.has_value(); }
+};
+
+struct InterpOptions {
+  bool training = true;   // dropout active
+  uint64_t seed = 0;      // dropout's RNG seed
+  uint64_t step = 0;      // and counter
+};
+
+struct RefCtx {
+  const Node& node;
+  std::vector<const RefTensor*> in;  // nullptr for an absent optional input
+  std::vector<RefTensor>& out;       // preallocated with the node's concrete output shapes
+  const InterpOptions& options;
+  const Attrs& attrs() const { return node.attrs; }
+  const RefTensor& input(int i) const { return *in.at(static_cast<size_t>(i)); }
+};
+
+using InferFn = std::function<void(InferCtx&)>;
+using RefFn = std::function<void(RefCtx&)>;
+using UnaryFn = double (*)(double);
+using BinaryFn = double (*)(double, double);
+
+struct OpInfo {
+  OpKind kind{};
+  std::string name;
+  std::string signature_text;
+  std::vector<ParamSpec> params;
+  FusionKind fusion = FusionKind::Opaque;
+  InferFn infer;
+  RefFn reference;
+  UnaryFn unary = nullptr;    // elementwise unary ops
+  BinaryFn binary = nullptr;  // elementwise binary ops
+  std::string summary;        // one line for --help and docs
+  bool callable = true;       // false for input/param/constant (not callable by name)
+};
+
+class OpRegistry {
+ public:
+  static const OpRegistry& get();
+  const OpInfo& info(OpKind k) const { return ops_[static_cast<size_t>(k)]; }
+  const OpInfo* find(std::string_view name) const;  // by name, callable ops only
+  const std::vector<OpInfo>& all() const { return ops_; }
+
+  // Used by the family files to fill entries.
+  class Builder {
+   public:
+    Builder(OpInfo& info) : info_(info) {}
+    Builder& signature(std::string_view spec);
+    Builder& fusion(FusionKind k) { info_.fusion = k; return *this; }
+    Builder& infer(InferFn f) { info_.infer = std::move(f); return *this; }
+    Builder& reference(RefFn f) { info_.reference = std::move(f); return *this; }
+    Builder& unary(UnaryFn f) { info_.unary = f; return *this; }
+    Builder& binary(BinaryFn f) { info_.binary = f; return *this; }
+    Builder& summary(std::string s) { info_.summary = std::move(s); return *this; }
+    Builder& internal() { info_.callable = false; return *this; }
+
+   private:
+    OpInfo& info_;
+  };
+  Builder def(OpKind k) { return Builder(ops_[static_cast<size_t>(k)]); }
+
+ private:
+  OpRegistry();
+  std::vector<OpInfo> ops_;
+};
+
+inline const OpInfo& op_info(OpKind k) { return OpRegistry::get().info(k); }
+inline std::string_view op_name(OpKind k) { return op_info(k).name; }
+
+// Fills the attributes the call left out from the op's signature defaults.
+void apply_defaults(const OpInfo& op, Attrs& attrs);
+
+// Creates a node of `op` with the given inputs and attributes in `g`: applies defaults,
+// runs the shape rule and appends the node. On failure returns nullopt and leaves the
+// InferCtx's error in *error (with the blamed input / attribute).
+struct InferFailure {
+  std::string message;
+  int input = -1;
+  std::string attr;
+};
+std::optional<NodeId> add_op(Graph& g, OpKind op, std::vector<Value> inputs, Attrs attrs,
+                             SourceLoc loc = {}, InferFailure* error = nullptr);
+
+// Helpers shared by the op families' shape rules.
+// Normalises axis (may be negative) against rank; false if out of range.
+bool normalize_axis(int64_t& axis, int rank);
+// numpy broadcasting of two shapes; nullopt (with a reason) when they do not broadcast.
+std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b, std::string* why = nullptr);
+
+// The family registration functions (compiler/ir/ops/*.cc).
+void register_source_ops(OpRegistry& r);
+void register_elementwise_ops(OpRegistry& r);
+void register_reduce_ops(OpRegistry& r);
+void register_shape_ops(OpRegistry& r);
+void register_nn_ops(OpRegistry& r);
+void register_conv_ops(OpRegistry& r);
+
+}  // namespace modelc
