@@ -65,6 +65,7 @@ FLOAT       : [0-9]+ '.' [0-9]+ EXPONENT? | [0-9]+ EXPONENT | '.' [0-9]+ EXPONEN
 fragment EXPONENT : [eE] [+-]? [0-9]+ ;
 IDENT       : [a-zA-Z_] [a-zA-Z_0-9]* ;
 STRING      : '"' (~["\\\r\n] | '\\' ~[\r\n])* '"' ;
-COMMENT     : '#' ~[\r\n]* -> channel(HIDDEN) ;
-WS          : [ \t\r\n]+ -> channel(HIDDEN) ;
+UNTERMINATED_STRING : '"' (~["\\\r\n] | '\\' ~[\r\n])* ;
+COMMENT     : '#' ~[\r\n]* -> skip ;
+WS          : [ \t\r\n]+ -> skip ;
 ERRCHAR     : . ;

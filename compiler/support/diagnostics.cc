@@ -71,7 +71,20 @@ static void render_snippet(std::string& out, const SourceManager& sm, SourceLoc 
   std::string_view text = sm.line(loc.file, loc.line);
   if (text.size() > 400) return;  // a huge line would swamp the message
   out += "    ";
-  out += text;
+  // Bytes that are not valid UTF-8 show as '?', so that the message itself stays valid text.
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    bool ok = n > 0 && i + n <= text.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+    if (!ok) {
+      out += '?';
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, n));
+    i += n;
+  }
   out += "\n    ";
   uint32_t cp = 1;
   for (size_t i = 0; i < text.size() && cp < loc.col; ++i) {

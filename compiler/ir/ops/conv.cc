@@ -1,7 +1,213 @@
+// Convolution and pooling over NCHW images: conv2d, max_pool2d and avg_pool2d.
+//
+// The window attributes (stride, padding, dilation, kernel) take one entry for both
+// spatial axes or two (height, width); the shape rules canonicalise them to two. Output
+// extents are computed on symbolic dims: with stride 1 the output size is a polynomial in
+// the input's; with a larger stride it needs a floor division, which is only exact when
+// the polynomial divides evenly, so a symbolic extent that does not fails rather than
+// guessing. The references are direct loops, PyTorch's semantics.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
 #include "compiler/ir/op_registry.h"
 
 namespace modelc {
 
-void register_conv_ops(OpRegistry& r) { (void)r; }
+namespace {
+
+std::string ints_str(const Ints& v) { return attr_str(AttrValue(v)); }
+
+// Reads the window attribute `name` as (height, width): one entry means both. Fails unless
+// it has 1 or 2 entries of at least `min`; sets it to its two-entry form.
+bool pair_attr(InferCtx& c, const char* op, const char* name, int64_t min, Ints& hw) {
+  hw = c.attrs.ints(name);
+  if (hw.size() != 1 && hw.size() != 2) {
+    c.fail_attr(fmt::format("{} {} must have 1 or 2 entries, got {}", op, name, ints_str(hw)), name);
+    return false;
+  }
+  if (hw.size() == 1) hw.push_back(hw[0]);
+  if (hw[0] < min || hw[1] < min) {
+    c.fail_attr(fmt::format("{} {} must be {}, got {}", op, name, min > 0 ? "positive" : "non-negative",
+                            ints_str(c.attrs.ints(name))), name);
+    return false;
+  }
+  c.attrs.set(name, hw);
+  return true;
+}
+
+// The output extent of a window sweep over `in`: (in + 2*pad - span) / stride + 1, where
+// span = dilation*(kernel-1) + 1 is the extent one window covers. `axis` ("height" or
+// "width") names it in messages.
+std::optional<Dim> sweep_extent(InferCtx& c, const char* op, const char* axis, const Dim& in,
+                                const Dim& kernel, int64_t stride, int64_t pad, int64_t dilation) {
+  Dim num = in + Dim(2 * pad) - Dim(dilation) * (kernel - Dim(1)) - Dim(1);
+  if (stride == 1) return num + Dim(1);
+  if (auto n = num.as_const()) {
+    // Floor division (a negative numerator means no window fits).
+    int64_t q = *n >= 0 ? *n / stride : -((-*n + stride - 1) / stride);
+    return Dim(q + 1);
+  }
+  // A symbolic extent: exact only when every coefficient divides (e.g. 16*P - 16 by 16).
+  if (auto q = Dim::divide(num, Dim(stride))) return *q + Dim(1);
+  const char* what = in.is_symbolic() ? "input" : "kernel";
+  c.fail(fmt::format("{} with stride {} needs a known {} {}, got {}", op, stride, what, axis,
+                     in.is_symbolic() ? in.str() : kernel.str()), in.is_symbolic() ? 0 : 1);
+  return std::nullopt;
+}
+
+// Both output extents; fails when a constant one is not positive.
+bool output_hw(InferCtx& c, const char* op, const TensorType& x, const Dim& kh, const Dim& kw,
+               const Ints& stride, const Ints& pad, const Ints& dil, Dim& ho, Dim& wo) {
+  auto h = sweep_extent(c, op, "height", x.shape[2], kh, stride[0], pad[0], dil[0]);
+  if (!h) return false;
+  auto w = sweep_extent(c, op, "width", x.shape[3], kw, stride[1], pad[1], dil[1]);
+  if (!w) return false;
+  for (const Dim* d : {&*h, &*w})
+    if (auto v = d->as_const(); v && *v <= 0) {
+      c.fail(fmt::format("{} output size {}x{} is not positive: input {}, kernel {}x{}", op, h->str(), w->str(),
+                         x.str(), kh.str(), kw.str()));
+      return false;
+    }
+  ho = *h, wo = *w;
+  return true;
+}
+
+bool image_input(InferCtx& c, const char* op) {
+  const TensorType& x = c.input(0);
+  if (is_float(x.dtype) && x.rank() == 4) return true;
+  c.fail(fmt::format("{} needs a float image [N,C,H,W], got {}", op, x.str()), 0);
+  return false;
+}
+
+// --- shape rules ----------------------------------------------------------------------
+
+void infer_conv2d(InferCtx& c) {
+  if (!image_input(c, "conv2d")) return;
+  const TensorType& x = c.input(0);
+  const TensorType& w = c.input(1);
+  if (w.dtype != x.dtype || w.rank() != 4)
+    return c.fail(fmt::format("conv2d weight must be {}[O,C/groups,kh,kw] for {}, got {}", dtype_name(x.dtype),
+                              x.str(), w.str()), 1);
+  int64_t groups = c.attrs.i("groups");
+  if (groups < 1) return c.fail_attr(fmt::format("conv2d groups must be >= 1, got {}", groups), "groups");
+  Ints stride, pad, dil;
+  if (!pair_attr(c, "conv2d", "stride", 1, stride) || !pair_attr(c, "conv2d", "padding", 0, pad) ||
+      !pair_attr(c, "conv2d", "dilation", 1, dil))
+    return;
+  // Each group of C/groups input channels feeds O/groups output channels.
+  const Dim& C = x.shape[1];
+  const Dim& O = w.shape[0];
+  if (w.shape[1] * Dim(groups) != C)
+    return c.fail(fmt::format("conv2d weight {} with groups {} expects {} input channels, got {}", w.str(), groups,
+                              (w.shape[1] * Dim(groups)).str(), x.str()), 1);
+  if (!Dim::divide(O, Dim(groups)))
+    return c.fail_attr(fmt::format("conv2d groups {} does not divide the {} output channels of weight {}", groups,
+                                   O.str(), w.str()), "groups");
+  if (c.has_input(2) && c.input(2) != TensorType{x.dtype, {O}})
+    return c.fail(fmt::format("conv2d bias must be {} for weight {}, got {}", TensorType{x.dtype, {O}}.str(),
+                              w.str(), c.input(2).str()), 2);
+  Dim ho, wo;
+  if (!output_hw(c, "conv2d", x, w.shape[2], w.shape[3], stride, pad, dil, ho, wo)) return;
+  c.out = {TensorType{x.dtype, {x.shape[0], O, ho, wo}}};
+}
+
+InferFn infer_pool(const char* op) {
+  return [op](InferCtx& c) {
+    if (!image_input(c, op)) return;
+    const TensorType& x = c.input(0);
+    Ints kernel, stride, pad;
+    if (!pair_attr(c, op, "kernel", 1, kernel)) return;
+    if (c.attrs.ints("stride").empty()) c.attrs.set("stride", kernel);  // PyTorch: stride defaults to kernel
+    if (!pair_attr(c, op, "stride", 1, stride) || !pair_attr(c, op, "padding", 0, pad)) return;
+    // PyTorch's limit: a larger pad would make windows that see only padding.
+    if (pad[0] > kernel[0] / 2 || pad[1] > kernel[1] / 2)
+      return c.fail_attr(fmt::format("{} padding {} must be at most half the kernel {}", op, ints_str(pad),
+                                     ints_str(kernel)), "padding");
+    Dim ho, wo;
+    if (!output_hw(c, op, x, Dim(kernel[0]), Dim(kernel[1]), stride, pad, {1, 1}, ho, wo)) return;
+    c.out = {TensorType{x.dtype, {x.shape[0], x.shape[1], ho, wo}}};
+  };
+}
+
+// --- references -----------------------------------------------------------------------
+
+void ref_conv2d(RefCtx& c) {
+  const RefTensor& x = c.input(0);
+  const RefTensor& w = c.input(1);
+  const RefTensor* bias = c.in.at(2);
+  RefTensor& out = c.out[0];
+  const Ints& st = c.attrs().ints("stride");
+  const Ints& pd = c.attrs().ints("padding");
+  const Ints& dl = c.attrs().ints("dilation");
+  int64_t groups = c.attrs().i("groups");
+  int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  int64_t O = w.shape[0], Cg = w.shape[1], KH = w.shape[2], KW = w.shape[3];
+  int64_t HO = out.shape[2], WO = out.shape[3], Og = O / groups;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o) {
+      int64_t c0 = (o / Og) * Cg;  // the first input channel of o's group
+      for (int64_t i = 0; i < HO; ++i)
+        for (int64_t j = 0; j < WO; ++j) {
+          double acc = bias ? (*bias)[o] : 0.0;
+          for (int64_t ci = 0; ci < Cg; ++ci)
+            for (int64_t a = 0; a < KH; ++a) {
+              int64_t h = i * st[0] - pd[0] + a * dl[0];
+              if (h < 0 || h >= H) continue;  // zero padding
+              for (int64_t b = 0; b < KW; ++b) {
+                int64_t v = j * st[1] - pd[1] + b * dl[1];
+                if (v < 0 || v >= W) continue;
+                acc += x[((n * C + c0 + ci) * H + h) * W + v] * w[((o * Cg + ci) * KH + a) * KW + b];
+              }
+            }
+          out[((n * O + o) * HO + i) * WO + j] = acc;
+        }
+    }
+}
+
+// Max or average over each window; padding is -inf for the max (never chosen, since every
+// window holds a real element) and 0 for the average, whose divisor is the full window
+// (PyTorch's count_include_pad=True).
+void ref_pool(RefCtx& c, bool max) {
+  const RefTensor& x = c.input(0);
+  RefTensor& out = c.out[0];
+  const Ints& k = c.attrs().ints("kernel");
+  const Ints& st = c.attrs().ints("stride");
+  const Ints& pd = c.attrs().ints("padding");
+  int64_t planes = x.shape[0] * x.shape[1], H = x.shape[2], W = x.shape[3];
+  int64_t HO = out.shape[2], WO = out.shape[3];
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t i = 0; i < HO; ++i)
+      for (int64_t j = 0; j < WO; ++j) {
+        double acc = max ? -std::numeric_limits<double>::infinity() : 0.0;
+        for (int64_t a = 0; a < k[0]; ++a)
+          for (int64_t b = 0; b < k[1]; ++b) {
+            int64_t h = i * st[0] - pd[0] + a, v = j * st[1] - pd[1] + b;
+            if (h < 0 || h >= H || v < 0 || v >= W) continue;
+            double e = x[(p * H + h) * W + v];
+            acc = max ? std::max(acc, e) : acc + e;
+          }
+        out[(p * HO + i) * WO + j] = max ? acc : acc / static_cast<double>(k[0] * k[1]);
+      }
+}
+
+}  // namespace
+
+void register_conv_ops(OpRegistry& r) {
+  r.def(OpKind::Conv2d)
+      .signature("x: tensor, w: tensor, bias: tensor? = none, stride: ints = [1], padding: ints = [0], "
+                 "dilation: ints = [1], groups: int = 1")
+      .fusion(FusionKind::Opaque).infer(infer_conv2d).reference(ref_conv2d)
+      .summary("2-D convolution of NCHW images [N,C,H,W] with weights [O,C/groups,kh,kw], zero padding");
+  r.def(OpKind::MaxPool2d).signature("x: tensor, kernel: ints, stride: ints = [], padding: ints = [0]")
+      .fusion(FusionKind::Reduction).infer(infer_pool("max_pool2d"))
+      .reference([](RefCtx& c) { ref_pool(c, true); })
+      .summary("the maximum of each kernel window of NCHW images (stride defaults to the kernel)");
+  r.def(OpKind::AvgPool2d).signature("x: tensor, kernel: ints, stride: ints = [], padding: ints = [0]")
+      .fusion(FusionKind::Reduction).infer(infer_pool("avg_pool2d"))
+      .reference([](RefCtx& c) { ref_pool(c, false); })
+      .summary("the mean of each kernel window of NCHW images, padding counted as zeros");
+}
 
 }  // namespace modelc

@@ -1,0 +1,57 @@
+// The compiler's entry point: load a .model file and its imports, parse, elaborate.
+//
+//   modelc::Compilation c(opts);
+//   if (c.load("models/char_gpt.model")) { auto r = c.elaborate(); ... }
+//   std::cerr << c.diags().render();
+//
+// Library code never exits or prints: problems are diagnostics, rendered by the caller.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/frontend/ast.h"
+#include "compiler/frontend/sema.h"
+#include "compiler/support/diagnostics.h"
+
+namespace modelc {
+
+struct CompileOptions {
+  std::string model;  // which model of the file ("" = its only one)
+  std::vector<std::pair<std::string, std::string>> defines;  // -D NAME=VALUE
+  bool warnings_as_errors = false;
+  int error_limit = 20;
+};
+
+inline constexpr int kMaxImportDepth = 32;
+
+class Compilation {
+ public:
+  explicit Compilation(CompileOptions opts);
+  Compilation(const Compilation&) = delete;
+  Compilation& operator=(const Compilation&) = delete;
+
+  // Reads and parses `path` and, recursively, its imports. False if any error was reported.
+  bool load(const std::string& path);
+  // Reads `path` only (no parsing); for --emit=tokens. Returns the file id or 0.
+  uint32_t read(const std::string& path);
+  // Elaborates the chosen model; call after a successful load().
+  Elaborated elaborate();
+
+  const ast::Module& main_module() const { return *modules_.front(); }
+  SourceManager& sources() { return sources_; }
+  DiagnosticEngine& diags() { return diags_; }
+
+ private:
+  bool load_module(const std::string& path, SourceLoc from, std::vector<std::string>& stack);
+
+  CompileOptions opts_;
+  SourceManager sources_;
+  DiagnosticEngine diags_;
+  std::vector<std::unique_ptr<ast::Module>> modules_;  // [0] = main file
+  std::vector<std::string> loaded_;                    // canonical paths, parallel to modules_
+};
+
+}  // namespace modelc

@@ -1,0 +1,100 @@
+// The elaborator's internals, shared by sema.cc (declarations, statements, defs),
+// sema_expr.cc (expressions, operators, built-in calls) and sema_args.cc (argument
+// binding and conversion). Not part of the compiler's interface.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "compiler/frontend/sema.h"
+#include "compiler/frontend/values.h"
+#include "compiler/ir/op_registry.h"
+
+namespace modelc {
+
+// One argument as written at a call site.
+struct CallArg {
+  SVal value;
+  SourceLoc loc;        // the argument expression
+  std::string keyword;  // "" for a positional argument
+  SourceLoc keyword_loc;
+};
+
+class Sema {
+ public:
+  Sema(const std::vector<const ast::Module*>& modules, const ElaborateOptions& opts,
+       const SourceManager& sm, DiagnosticEngine& diags);
+  Elaborated run();
+
+  // --- expressions (sema_expr.cc) -------------------------------------------------------
+  SVal eval(const ast::Expr& e);
+  // Binary operator on evaluated operands; `op` is the operator text ("+", "@", ...).
+  SVal binary(const std::string& op, SVal a, SVal b, SourceLoc loc);
+  // Applies a built-in op to call arguments: binds them to its signature, turns numbers
+  // into constants, runs the shape rule and adds the node (or folds numbers).
+  SVal apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLoc loc, bool checkpoint);
+  SVal make_constant(double v, DType t, SourceLoc loc);
+  // Evaluates a compile-time integer (dimension, loop bound); reports and returns nullopt otherwise.
+  std::optional<Dim> eval_dim(const ast::Expr& e, const char* what);
+  std::optional<TensorType> eval_type(const ast::TypeExpr& t, const char* what);
+
+  // --- argument binding (sema_args.cc) --------------------------------------------------
+  // Matches arguments to parameter names (positional first, then keywords); reports
+  // arity and keyword errors. out[i] is the argument given for names[i] (or null).
+  bool bind_names(const std::string& callee, const std::vector<std::string>& names,
+                  const std::vector<bool>& required, const std::vector<CallArg>& args,
+                  SourceLoc call_loc, SourceLoc callee_decl, std::vector<const CallArg*>& out);
+  // Converts a compile-time argument to an attribute of the kind a signature asks for.
+  std::optional<AttrValue> to_attr(const CallArg& a, const ParamSpec& p, const std::string& callee);
+  // Binds arguments against a signature whose parameters are all compile-time values
+  // (initializers, train settings); fills defaults.
+  bool bind_attrs(const std::string& callee, const std::vector<ParamSpec>& sig,
+                  const std::vector<CallArg>& args, SourceLoc call_loc, Attrs& out);
+
+  std::string describe(const SVal& v) const { return describe_value(v, *g_); }
+  std::string suggest(const std::string& name, const std::vector<std::string>& candidates) const;
+
+  // --- declarations and statements (sema.cc) --------------------------------------------
+  struct Binding {
+    enum class Kind { Var, Const, Arg, LoopVar, Dim, Global } kind = Kind::Var;
+    SVal value;
+    SourceLoc decl;
+    bool used = false;
+  };
+  struct Frame {
+    std::map<std::string, Binding> vars;
+    const ast::Def* def = nullptr;  // null for the model body
+    std::string scope;              // "block.2/linear.0"; "" in the model body
+    std::map<std::string, int> call_counts;  // def name -> calls so far in this instance
+    std::map<std::string, SourceLoc> params_declared;
+    int dropouts = 0;
+    bool checkpoint = false;
+    bool returned = false;
+    SVal result;
+  };
+
+  Binding* lookup(const std::string& name);
+  void bind(const std::string& name, SVal v, SourceLoc decl, Binding::Kind kind);
+  SVal call_def(const ast::Def& def, const std::vector<CallArg>& args, SourceLoc loc, bool checkpoint);
+  void exec_block(const std::vector<ast::StmtPtr>& body);
+  void exec(const ast::Stmt& s);
+  Node& new_node_defaults(Node& n, SourceLoc loc);
+  bool stopped() const { return diags_.at_error_limit() || aborted_; }
+  void warn_once(SourceLoc loc, const std::string& msg);
+
+  const SourceManager& sm_;
+  DiagnosticEngine& diags_;
+  const std::vector<const ast::Module*>& modules_;
+  const ElaborateOptions& opts_;
+  std::map<std::string, const ast::Def*> defs_;
+  std::map<std::string, Binding> globals_;
+  std::vector<Frame> frames_;
+  Graph* g_ = nullptr;
+  bool aborted_ = false;
+  std::set<std::string> warned_;  // "file:line:col message" already warned about
+  std::vector<std::pair<const ast::Def*, SourceLoc>> call_stack_;
+};
+
+}  // namespace modelc

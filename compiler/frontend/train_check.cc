@@ -1,0 +1,225 @@
+#include "compiler/frontend/train_check.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "compiler/frontend/sema_impl.h"
+
+namespace modelc {
+
+namespace {
+
+struct Vocab {
+  const char* name;
+  const char* signature;
+};
+
+// Parameter initializers. fan_in/fan_out of a [I, O] matrix are I and O; of a conv
+// weight [O, I, kh, kw] they are I*kh*kw and O*kh*kw.
+const Vocab kInitializers[] = {
+    {"zeros", ""},
+    {"ones", ""},
+    {"constant", "value: float"},
+    {"normal", "mean: float = 0.0, std: float = 1.0"},
+    {"uniform", "low: float = 0.0, high: float = 1.0"},
+    {"kaiming_normal", "gain: float = 1.4142135623730951, mode: str = \"fan_in\""},
+    {"kaiming_uniform", "gain: float = 1.4142135623730951, mode: str = \"fan_in\""},
+    {"xavier_normal", "gain: float = 1.0"},
+    {"xavier_uniform", "gain: float = 1.0"},
+};
+
+const Vocab kData[] = {
+    {"idx", "images: str, labels: str, test_images: str = \"\", test_labels: str = \"\", normalize: bool = true"},
+    {"csv", "path: str, label_column: int = -1, header: bool = false, normalize: bool = true"},
+    {"text", "path: str, context: int"},
+    {"tokens", "path: str, context: int, vocab: int = 65536"},
+};
+const Vocab kOptimizers[] = {
+    {"sgd", "lr: float, momentum: float = 0.0, nesterov: bool = false, weight_decay: float = 0.0"},
+    {"adam", "lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0"},
+    {"adamw", "lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01"},
+};
+const Vocab kSchedules[] = {
+    {"constant", ""},
+    {"step", "every: int, gamma: float = 0.1"},
+    {"cosine", "warmup: int = 0, min_lr: float = 0.0"},
+};
+
+template <size_t N>
+std::string names_of(const Vocab (&v)[N]) {
+  std::string s;
+  for (size_t i = 0; i < N; ++i) s += (i ? (i + 1 == N ? " or " : ", ") : "") + std::string(v[i].name);
+  return s;
+}
+
+// A call to one of a fixed set of functions whose arguments are compile-time values.
+template <size_t N>
+bool check_call(Sema& s, const ast::Expr& e, const Vocab (&vocab)[N], const char* what, std::string& kind, Attrs& args) {
+  std::string want = fmt::format("{} ({})", what, names_of(vocab));
+  if (e.kind != ast::Expr::Kind::Call) {
+    s.diags_.error(e.loc, fmt::format("expected {}, e.g. {}(...)", want, vocab[0].name));
+    return false;
+  }
+  const Vocab* v = nullptr;
+  std::vector<std::string> names;
+  for (const Vocab& c : vocab) {
+    names.push_back(c.name);
+    if (e.text == c.name) v = &c;
+  }
+  if (!v) {
+    s.diags_.error(e.loc, fmt::format("unknown {} '{}'{}; expected {}", what, e.text, s.suggest(e.text, names), names_of(vocab)));
+    return false;
+  }
+  std::vector<CallArg> call_args;
+  for (const auto& a : e.items) call_args.push_back({s.eval(*a), a->loc, {}, {}});
+  for (const auto& k : e.keywords) call_args.push_back({s.eval(*k.value), k.value->loc, k.name, k.loc});
+  for (const CallArg& a : call_args)
+    if (a.value.is_error()) return false;
+  kind = v->name;
+  return s.bind_attrs(v->name, parse_signature(v->signature), call_args, e.loc, args);
+}
+
+}  // namespace
+
+bool check_initializer(Sema& s, const ast::Expr& init, const TensorType& t, Attrs& out) {
+  std::string kind;
+  Attrs args;
+  if (!check_call(s, init, kInitializers, "initializer", kind, args)) return false;
+  out.set("init", kind);
+  for (const auto& [k, v] : args.items()) out.set(k, v);
+  if (kind.starts_with("kaiming") || kind.starts_with("xavier")) {
+    if (t.rank() == 0) {
+      s.diags_.error(init.loc, fmt::format("{} needs a parameter of rank 1 or more, got {}", kind, t.str()));
+      return false;
+    }
+    int64_t receptive = 1;
+    for (int k = 2; k < t.rank(); ++k) receptive *= t.shape[static_cast<size_t>(k)].const_value();
+    int64_t d0 = t.shape[0].const_value(), d1 = t.rank() > 1 ? t.shape[1].const_value() : d0;
+    // A matrix [I, O] is used as x @ w; a conv weight is [O, I, kh, kw].
+    int64_t fan_in = t.rank() <= 2 ? d0 : d1 * receptive;
+    int64_t fan_out = t.rank() <= 2 ? d1 : d0 * receptive;
+    out.set("fan_in", fan_in);
+    out.set("fan_out", fan_out);
+    if (kind.starts_with("kaiming")) {
+      const std::string& mode = args.s("mode");
+      if (mode != "fan_in" && mode != "fan_out") {
+        s.diags_.error(init.loc, fmt::format("{} mode must be \"fan_in\" or \"fan_out\", got \"{}\"", kind, mode));
+        return false;
+      }
+    }
+  }
+  if (kind == "normal" && args.f("std") < 0) {
+    s.diags_.error(init.loc, fmt::format("normal std must not be negative, got {}", args.f("std")));
+    return false;
+  }
+  if (kind == "uniform" && !(args.f("low") <= args.f("high"))) {
+    s.diags_.error(init.loc, fmt::format("uniform needs low <= high, got {} and {}", args.f("low"), args.f("high")));
+    return false;
+  }
+  return true;
+}
+
+bool check_train(Sema& s, const ast::Train& t, TrainConfig& out) {
+  out.model = t.name;
+  out.loc = t.loc;
+  static const char* const kKeys[] = {"data", "batch", "optimizer", "schedule", "precision", "clip_grad_norm",
+                                      "steps", "epochs", "seed", "accumulate", "eval_every", "validation"};
+  std::map<std::string, SourceLoc> seen;
+  bool ok = true;
+  for (const ast::TrainEntry& e : t.entries) {
+    if (auto it = seen.find(e.key); it != seen.end()) {
+      s.diags_.error(e.loc, fmt::format("train setting '{}' is given twice", e.key));
+      s.diags_.note(it->second, "first given here");
+      ok = false;
+      continue;
+    }
+    seen[e.key] = e.loc;
+    auto call = [&](auto& vocab, const char* what, std::optional<TrainCall>& dst) {
+      TrainCall c;
+      c.loc = e.value->loc;
+      if (!check_call(s, *e.value, vocab, what, c.kind, c.args)) return false;
+      dst = std::move(c);
+      return true;
+    };
+    auto positive_int = [&](std::optional<int64_t>& dst, bool allow_zero) {
+      SVal v = s.eval(*e.value);
+      if (v.is_error()) return false;
+      if (v.kind != SVal::Kind::Int || v.i.is_symbolic() || v.i.const_value() < (allow_zero ? 0 : 1)) {
+        s.diags_.error(e.value->loc, fmt::format("'{}' must be a {} integer, got {}", e.key,
+                                                 allow_zero ? "non-negative" : "positive", s.describe(v)));
+        return false;
+      }
+      dst = v.i.const_value();
+      return true;
+    };
+    auto number = [&](std::optional<double>& dst, double lo, double hi, const char* range) {
+      SVal v = s.eval(*e.value);
+      if (v.is_error()) return false;
+      if (!(v.kind == SVal::Kind::Float || (v.kind == SVal::Kind::Int && v.i.is_const())) ||
+          !(v.number() > lo && v.number() < hi)) {
+        s.diags_.error(e.value->loc, fmt::format("'{}' must be a number {}, got {}", e.key, range, s.describe(v)));
+        return false;
+      }
+      dst = v.number();
+      return true;
+    };
+    const std::string& k = e.key;
+    if (k == "data") ok &= call(kData, "data source", out.data);
+    else if (k == "optimizer") ok &= call(kOptimizers, "optimizer", out.optimizer);
+    else if (k == "schedule") ok &= call(kSchedules, "learning-rate schedule", out.schedule);
+    else if (k == "batch") ok &= positive_int(out.batch, false);
+    else if (k == "steps") ok &= positive_int(out.steps, false);
+    else if (k == "epochs") ok &= positive_int(out.epochs, false);
+    else if (k == "seed") ok &= positive_int(out.seed, true);
+    else if (k == "accumulate") ok &= positive_int(out.accumulate, false);
+    else if (k == "eval_every") ok &= positive_int(out.eval_every, false);
+    else if (k == "clip_grad_norm") ok &= number(out.clip_grad_norm, 0, INFINITY, "greater than 0");
+    else if (k == "validation") ok &= number(out.validation, 0, 1, "between 0 and 1");
+    else if (k == "precision") {
+      const ast::Expr& v = *e.value;
+      std::string p = v.kind == ast::Expr::Kind::Name ? v.text : v.kind == ast::Expr::Kind::Str ? v.text : "";
+      if (p != "fp32" && p != "bf16" && p != "fp16") {
+        s.diags_.error(v.loc, "'precision' must be fp32, bf16 or fp16");
+        ok = false;
+      } else {
+        out.precision = p;
+      }
+    } else {
+      std::vector<std::string> keys(std::begin(kKeys), std::end(kKeys));
+      s.diags_.error(e.loc, fmt::format("unknown train setting '{}'{}", k, s.suggest(k, keys)));
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+std::string print_train_config(const TrainConfig& t) {
+  std::string out = "train " + t.model + " {\n";
+  auto call = [&](const char* key, const std::optional<TrainCall>& c) {
+    if (!c) return;
+    std::string args;
+    for (const auto& [k, v] : c->args.items()) args += (args.empty() ? "" : ", ") + k + " = " + attr_str(v);
+    out += fmt::format("  {} = {}({})\n", key, c->kind, args);
+  };
+  auto val = [&](const char* key, const auto& v) {
+    if (!v) return;
+    if constexpr (std::is_same_v<std::decay_t<decltype(*v)>, double>) out += fmt::format("  {} = {}\n", key, attr_str(*v));
+    else out += fmt::format("  {} = {}\n", key, *v);
+  };
+  call("data", t.data);
+  val("batch", t.batch);
+  val("validation", t.validation);
+  call("optimizer", t.optimizer);
+  call("schedule", t.schedule);
+  val("clip_grad_norm", t.clip_grad_norm);
+  val("accumulate", t.accumulate);
+  val("steps", t.steps);
+  val("epochs", t.epochs);
+  val("eval_every", t.eval_every);
+  val("seed", t.seed);
+  val("precision", t.precision);
+  return out + "}\n";
+}
+
+}  // namespace modelc

@@ -1,0 +1,31 @@
+# Runs one command and compares its output with a golden file.
+#   cmake -DCOMMAND="modelc;--emit=ir;models/x.model" -DGOLDEN=path -DSTREAM=stdout|stderr
+#         -DEXPECT_RC=0 -P golden.cmake
+# With the environment variable UPDATE_GOLDEN=1 it rewrites the golden file instead
+# (review the diff before committing it).
+execute_process(COMMAND ${COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(STREAM STREQUAL "stderr")
+  set(got "${err}")
+else()
+  set(got "${out}")
+endif()
+if(DEFINED ENV{UPDATE_GOLDEN})
+  file(WRITE "${GOLDEN}" "${got}")
+  message(STATUS "updated ${GOLDEN}")
+  return()
+endif()
+if(NOT rc STREQUAL "${EXPECT_RC}")
+  message(FATAL_ERROR "exit status ${rc}, expected ${EXPECT_RC}\nstdout:\n${out}\nstderr:\n${err}")
+endif()
+if(NOT EXISTS "${GOLDEN}")
+  message(FATAL_ERROR "golden file ${GOLDEN} is missing; output was:\n${got}")
+endif()
+file(READ "${GOLDEN}" want)
+if(NOT got STREQUAL want)
+  string(RANDOM LENGTH 8 tag)
+  set(tmp "${CMAKE_CURRENT_BINARY_DIR}/golden-got-${tag}.txt")
+  file(WRITE "${tmp}" "${got}")
+  execute_process(COMMAND diff -u "${GOLDEN}" "${tmp}" OUTPUT_VARIABLE d)
+  file(REMOVE "${tmp}")
+  message(FATAL_ERROR "output differs from ${GOLDEN}:\n${d}")
+endif()
