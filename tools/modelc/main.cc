@@ -4,7 +4,7 @@
 //
 // Diagnostics go to stderr; the requested output to stdout or -o FILE (written to a
 // temporary file and renamed, so a failed run never leaves a half-written file).
-// Exit status: 0 success, 1 errors in the input, 2 a bad command line.
+// Exit status: 0 success, 1 errors in the input, 2 a bad command line, 3 an internal error.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -72,12 +72,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_flag("--version", version, "print the version and exit");
   app.footer("With neither --emit nor -o, modelc checks the file (as --check).\n"
-             "Exit status: 0 success, 1 errors in the input, 2 a bad command line.");
+             "Exit status: 0 success, 1 errors in the input, 2 a bad command line, 3 an internal error.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    fmt::print(stderr, "modelc: error: {} (try 'modelc --help')\n", e.what());
+    return 2;
   }
   if (version) {
     fmt::print("modelc {}\n", MODELC_VERSION);
