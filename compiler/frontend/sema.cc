@@ -20,16 +20,12 @@ Sema::Binding* Sema::lookup(const std::string& name) {
   return it == globals_.end() ? nullptr : &it->second;
 }
 
-void Sema::warn_once(SourceLoc loc, const std::string& msg) {
-  if (warned_.insert(fmt::format("{}:{}:{} {}", loc.file, loc.line, loc.col, msg)).second) diags_.warning(loc, msg);
-}
-
 void Sema::bind(const std::string& name, SVal v, SourceLoc decl, Binding::Kind kind) {
   Frame& f = frames_.back();
   auto it = f.vars.find(name);
   if (it != f.vars.end() && it->second.kind == Binding::Kind::Var && !it->second.used &&
       !it->second.value.is_error() && kind == Binding::Kind::Var)
-    warn_once(it->second.decl, fmt::format("value assigned to '{}' is never used", name));
+    diags_.warning(it->second.decl, fmt::format("value assigned to '{}' is never used", name));
   v.name.clear();
   v.decl = {};
   f.vars[name] = Binding{kind, std::move(v), decl, false};

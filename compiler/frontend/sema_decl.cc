@@ -169,9 +169,9 @@ SVal Sema::call_def(const ast::Def& def, const std::vector<CallArg>& args, Sourc
   for (const auto& [name, b] : done.vars) {
     if (b.used || b.value.is_error()) continue;
     if (b.kind == Binding::Kind::Arg && done.params_declared.count(name) == 0)
-      warn_once(b.decl, fmt::format("argument '{}' of '{}' is never used", name, def.name));
+      diags_.warning(b.decl, fmt::format("argument '{}' of '{}' is never used", name, def.name));
     else if (b.kind == Binding::Kind::Var)
-      warn_once(b.decl, fmt::format("value assigned to '{}' is never used", name));
+      diags_.warning(b.decl, fmt::format("value assigned to '{}' is never used", name));
   }
   if (!done.returned) {
     SVal none{SVal::Kind::None};
@@ -307,22 +307,24 @@ Elaborated Sema::run() {
   exec_block(model->body);
   if (stopped()) return out;
   for (const auto& [name, b] : frames_.back().vars)
-    if (b.kind == Binding::Kind::Var && !b.used && !b.value.is_error())
-      warn_once(b.decl, fmt::format("value assigned to '{}' is never used", name));
+    if (b.kind == Binding::Kind::Var && !b.used && !b.value.is_error() && !diags_.has_errors())
+      diags_.warning(b.decl, fmt::format("value assigned to '{}' is never used", name));
   frames_.clear();
   if (g_->outputs.empty() && !diags_.has_errors()) {
     diags_.error(model->loc, fmt::format("model '{}' has no output (name its result with 'output NAME')", model->name));
   }
-  // Declared but never used inputs and parameters are almost always a mistake.
+  // Declared but never used inputs and parameters are almost always a mistake (after an
+  // error they are mostly noise: the uses may sit in the expressions that failed).
+  if (diags_.has_errors()) return out;
   std::vector<bool> used(g_->nodes.size(), false);
   for (const Node& n : g_->nodes)
     for (const Value& v : n.inputs)
       if (v.valid()) used[v.node] = true;
   for (const Graph::Output& o : g_->outputs) used[o.value.node] = true;
   for (NodeId id : g_->inputs)
-    if (!used[id]) warn_once(g_->nodes[id].loc, fmt::format("input '{}' is never used", g_->nodes[id].name));
+    if (!used[id]) diags_.warning(g_->nodes[id].loc, fmt::format("input '{}' is never used", g_->nodes[id].name));
   for (NodeId id : g_->params)
-    if (!used[id]) warn_once(g_->nodes[id].loc, fmt::format("parameter '{}' is never used", g_->nodes[id].name));
+    if (!used[id]) diags_.warning(g_->nodes[id].loc, fmt::format("parameter '{}' is never used", g_->nodes[id].name));
 
   // The train section for this model, if any.
   for (const ast::Module* m : modules_) {

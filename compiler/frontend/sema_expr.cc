@@ -264,6 +264,7 @@ SVal Sema::apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLo
         if (op.params[k].name == why.attr && bound[k]) at = bound[k]->loc;
     }
     diags_.error(at, why.message);
+    if (!why.attr.empty()) return SVal::error();  // the attribute is to blame, not the tensors
     for (const CallArg* a : tensor_args) {
       if (!a || (blamed && a != blamed) || !a->value.decl.valid()) continue;
       diags_.note(a->value.decl, fmt::format("'{}' declared here", a->value.name));

@@ -82,7 +82,6 @@ class Sema {
   void exec(const ast::Stmt& s);
   Node& new_node_defaults(Node& n, SourceLoc loc);
   bool stopped() const { return diags_.at_error_limit() || aborted_; }
-  void warn_once(SourceLoc loc, const std::string& msg);
 
   const SourceManager& sm_;
   DiagnosticEngine& diags_;
@@ -93,7 +92,6 @@ class Sema {
   std::vector<Frame> frames_;
   Graph* g_ = nullptr;
   bool aborted_ = false;
-  std::set<std::string> warned_;  // "file:line:col message" already warned about
   std::vector<std::pair<const ast::Def*, SourceLoc>> call_stack_;
 };
 

@@ -32,8 +32,15 @@ std::string SourceManager::describe(SourceLoc loc) const {
   return fmt::format("{}:{}:{}", name(loc.file), loc.line, loc.col);
 }
 
+bool DiagnosticEngine::duplicate(Severity s, SourceLoc loc, const std::string& message) {
+  last_dropped_ = !seen_.insert(fmt::format("{}:{}:{}:{}:{}", static_cast<int>(s), loc.file, loc.line, loc.col, message)).second;
+  return last_dropped_;
+}
+
 Diagnostic& DiagnosticEngine::error(SourceLoc loc, std::string message) {
+  if (duplicate(Severity::Error, loc, message)) return dropped_ = {};
   if (at_error_limit()) {
+    last_dropped_ = true;
     if (!dropping_) {
       dropping_ = true;
       diags_.push_back({Severity::Error, {},
@@ -53,14 +60,18 @@ Diagnostic& DiagnosticEngine::warning(SourceLoc loc, std::string message) {
     if (&d != &dropped_) d.message += " [-Werror]";
     return d;
   }
-  if (dropping_) return dropped_ = {};
+  if (duplicate(Severity::Warning, loc, message)) return dropped_ = {};
+  if (dropping_) {
+    last_dropped_ = true;
+    return dropped_ = {};
+  }
   ++num_warnings_;
   diags_.push_back({Severity::Warning, loc, std::move(message), {}});
   return diags_.back();
 }
 
 void DiagnosticEngine::note(SourceLoc loc, std::string message) {
-  if (dropping_ || diags_.empty()) return;
+  if (last_dropped_ || diags_.empty()) return;
   diags_.back().notes.emplace_back(loc, std::move(message));
 }
 

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 namespace modelc {
@@ -61,7 +62,9 @@ class DiagnosticEngine {
  public:
   explicit DiagnosticEngine(const SourceManager& sources) : sources_(sources) {}
 
-  // Reports a diagnostic; returns it so that notes can be attached.
+  // Reports a diagnostic; returns it so that notes can be attached. A diagnostic identical
+  // to an earlier one (same place, same words: an error inside an unrolled loop or a def
+  // called twice) is dropped, with its notes.
   Diagnostic& error(SourceLoc loc, std::string message);
   Diagnostic& warning(SourceLoc loc, std::string message);
   void note(SourceLoc loc, std::string message);  // attaches to the last diagnostic
@@ -84,7 +87,9 @@ class DiagnosticEngine {
   std::vector<Diagnostic> diags_;
   Diagnostic dropped_;
   int num_errors_ = 0, num_warnings_ = 0, error_limit_ = 20;
-  bool werror_ = false, dropping_ = false;
+  bool werror_ = false, dropping_ = false, last_dropped_ = false;
+  std::unordered_set<std::string> seen_;
+  bool duplicate(Severity s, SourceLoc loc, const std::string& message);
 };
 
 // A user-level failure outside any source file (a file that cannot be read, a bad flag).
