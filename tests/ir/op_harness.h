@@ -3,9 +3,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <initializer_list>
+#include <iostream>
+#include <map>
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/ir/interpreter.h"
@@ -13,8 +20,25 @@
 
 namespace modelc::test {
 
+// Symbolic dims shared by the op tests.
+inline const Dim B = Dim::symbol("B"), T = Dim::symbol("T"), C = Dim::symbol("C"), H = Dim::symbol("H");
+
+// Tolerance of the reference checks (relative, see expect_near).
+inline constexpr double kTol = 1e-12;
+
 inline TensorType tt(DType t, std::vector<Dim> shape) { return TensorType{t, std::move(shape)}; }
 inline TensorType f32(std::vector<Dim> shape) { return tt(DType::F32, std::move(shape)); }
+
+// Concrete extents as dims.
+inline Shape to_dims(const std::vector<int64_t>& s) { return Shape(s.begin(), s.end()); }
+// The type of a concrete tensor.
+inline TensorType type_of(const RefTensor& t) { return TensorType{t.dtype, to_dims(t.shape)}; }
+
+inline Attrs attrs(std::initializer_list<std::pair<const char*, AttrValue>> items) {
+  Attrs a;
+  for (const auto& [k, v] : items) a.set(k, v);
+  return a;
+}
 
 // A graph with one input per type ("in0", "in1", ...; nullopt: an absent optional input),
 // one node of `op`, and its outputs named "out0", "out1", ...
@@ -48,7 +72,28 @@ inline OneOp build_op(OpKind op, const std::vector<std::optional<TensorType>>& i
   return r;
 }
 
+// Expects the shape rule to refuse with exactly `message`, blaming `input` / `attr`.
+inline void expect_error(const OneOp& o, const std::string& message, int input = -1, const std::string& attr = "") {
+  ASSERT_TRUE(o.error) << "expected: " << message;
+  EXPECT_EQ(o.error->message, message);
+  EXPECT_EQ(o.error->input, input) << message;
+  EXPECT_EQ(o.error->attr, attr) << message;
+}
+
+// Expects the shape rule to accept, with one output of type `want`.
+inline void expect_type(const OneOp& o, const TensorType& want) {
+  ASSERT_FALSE(o.error) << o.error->message;
+  ASSERT_EQ(o.outputs().size(), 1u);
+  EXPECT_EQ(o.outputs()[0], want) << o.outputs()[0].str() << " vs " << want.str();
+}
+
 // Runs the built op on concrete inputs (same order as build_op's; absent ones skipped).
+//
+// Returns the outputs by value. `for (double v : run_op(...)[0].data)` therefore reads
+// freed memory: the range-for binds a reference to `.data`, but the returned vector is a
+// temporary destroyed at the end of that statement, before the loop body runs (lifetime
+// extension does not reach through operator[]). Store the result first:
+// `RefTensor got = run_op(...)[0]; for (double v : got.data) ...`.
 inline std::vector<RefTensor> run_op(const OneOp& o, const std::vector<RefTensor>& inputs,
                                      const InterpOptions& opts = {}) {
   std::map<std::string, RefTensor> feeds;
@@ -60,9 +105,61 @@ inline std::vector<RefTensor> run_op(const OneOp& o, const std::vector<RefTensor
   return out;
 }
 
+// The generator of all the random cases. Its seed comes from MODELC_TEST_SEED when that is
+// set (to replay a failure), otherwise from std::random_device; it is printed to stderr on
+// first use.
 inline std::mt19937& rng() {
-  static std::mt19937 gen(std::random_device{}());
+  static std::mt19937 gen = [] {
+    std::mt19937::result_type seed;
+    const char* env = std::getenv("MODELC_TEST_SEED");
+    if (env && *env) {
+      char* end = nullptr;
+      unsigned long long v = std::strtoull(env, &end, 10);
+      if (*end != '\0' || *env == '-' || v > std::mt19937::max()) {
+        std::cerr << "op tests: MODELC_TEST_SEED=" << env << " is not a seed (an integer in [0, "
+                  << std::mt19937::max() << "])\n";
+        std::exit(2);
+      }
+      seed = static_cast<std::mt19937::result_type>(v);
+    } else {
+      seed = std::random_device{}();
+    }
+    std::cerr << "op tests: random seed " << seed << " (set MODELC_TEST_SEED=" << seed << " to replay)\n";
+    return std::mt19937(seed);
+  }();
   return gen;
+}
+
+// Uniform in [lo, hi], both included.
+inline int64_t rnd(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng()); }
+
+// A shape of `rank` extents, each uniform in [lo, hi].
+inline std::vector<int64_t> random_shape(int64_t rank, int64_t lo = 1, int64_t hi = 4) {
+  std::vector<int64_t> s;
+  for (int64_t i = 0; i < rank; ++i) s.push_back(rnd(lo, hi));
+  return s;
+}
+
+inline DType random_float_dtype() {
+  static const DType ts[] = {DType::F32, DType::F16, DType::BF16};
+  return ts[rnd(0, 2)];
+}
+
+// The row-major offset of a multi-index.
+inline int64_t offset(const std::vector<int64_t>& shape, const std::vector<int64_t>& idx) {
+  int64_t off = 0;
+  for (size_t k = 0; k < shape.size(); ++k) off = off * shape[k] + idx[k];
+  return off;
+}
+
+// The multi-index of a row-major offset (the inverse of offset).
+inline std::vector<int64_t> unflatten(int64_t flat, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t k = shape.size(); k-- > 0;) {
+    idx[k] = flat % shape[k];
+    flat /= shape[k];
+  }
+  return idx;
 }
 
 // Uniform values in [lo, hi); integer dtypes get integers in [lo, hi).

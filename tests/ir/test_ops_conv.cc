@@ -12,30 +12,7 @@ namespace modelc::test {
 
 namespace {
 
-const Dim N = Dim::symbol("N"), H = Dim::symbol("H"), W = Dim::symbol("W");
-
-int64_t rnd(int64_t lo, int64_t hi) {  // inclusive
-  return std::uniform_int_distribution<int64_t>(lo, hi)(rng());
-}
-
-Attrs attrs(std::initializer_list<std::pair<const char*, AttrValue>> items) {
-  Attrs a;
-  for (const auto& [k, v] : items) a.set(k, v);
-  return a;
-}
-
-void expect_error(const OneOp& o, const std::string& message, int input = -1, const std::string& attr = "") {
-  ASSERT_TRUE(o.error) << "expected: " << message;
-  EXPECT_EQ(o.error->message, message);
-  EXPECT_EQ(o.error->input, input) << message;
-  EXPECT_EQ(o.error->attr, attr) << message;
-}
-
-void expect_type(const OneOp& o, const TensorType& want) {
-  ASSERT_FALSE(o.error) << o.error->message;
-  ASSERT_EQ(o.outputs().size(), 1u);
-  EXPECT_EQ(o.outputs()[0], want) << o.outputs()[0].str() << " vs " << want.str();
-}
+const Dim N = Dim::symbol("N"), W = Dim::symbol("W");  // H from op_harness.h
 
 OneOp conv(const TensorType& x, const TensorType& w, Attrs a = {}, std::optional<TensorType> bias = std::nullopt) {
   return build_op(OpKind::Conv2d, {x, w, bias}, std::move(a));

@@ -12,37 +12,14 @@
 namespace modelc::test {
 namespace {
 
-const Dim B = Dim::symbol("B");
-const Dim T = Dim::symbol("T");
-constexpr double kTol = 1e-12;
-
-int uniform_int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng()); }
-
-DType random_float_dtype() {
-  static const DType ts[] = {DType::F32, DType::F16, DType::BF16};
-  return ts[uniform_int(0, 2)];
-}
-
-std::vector<int64_t> random_shape(int max_rank = 3, int max_dim = 4) {
-  std::vector<int64_t> s(static_cast<size_t>(uniform_int(0, max_rank)));
-  for (int64_t& d : s) d = uniform_int(1, max_dim);
-  return s;
-}
-
 // A shape that broadcasts to `out`: a random suffix of it (so often of lower rank), with
 // some dims replaced by 1.
 std::vector<int64_t> operand_for(const std::vector<int64_t>& out) {
-  size_t rank = static_cast<size_t>(uniform_int(0, static_cast<int>(out.size())));
+  size_t rank = static_cast<size_t>(rnd(0, static_cast<int64_t>(out.size())));
   std::vector<int64_t> s(out.end() - static_cast<std::ptrdiff_t>(rank), out.end());
   for (int64_t& d : s)
-    if (uniform_int(0, 2) == 0) d = 1;
+    if (rnd(0, 2) == 0) d = 1;
   return s;
-}
-
-TensorType type_of(const RefTensor& t) {
-  Shape s;
-  for (int64_t d : t.shape) s.push_back(Dim(d));
-  return TensorType{t.dtype, s};
 }
 
 // numpy's result shape, computed independently of broadcast_shapes.
@@ -64,34 +41,6 @@ double at_broadcast(const RefTensor& t, const std::vector<int64_t>& idx) {
   int64_t flat = 0;
   for (size_t d = 0; d < t.shape.size(); ++d) flat = flat * t.shape[d] + (t.shape[d] == 1 ? 0 : idx[lead + d]);
   return t[flat];
-}
-
-std::vector<int64_t> unflatten(int64_t i, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    idx[d] = i % shape[d];
-    i /= shape[d];
-  }
-  return idx;
-}
-
-void expect_type(const OneOp& o, const TensorType& want) {
-  ASSERT_FALSE(o.error) << o.error->message;
-  ASSERT_EQ(o.outputs().size(), 1u);
-  EXPECT_EQ(o.outputs()[0], want) << o.outputs()[0].str() << " vs " << want.str();
-}
-
-void expect_error(const OneOp& o, const std::string& msg, int input = -1, const std::string& attr = "") {
-  ASSERT_TRUE(o.error) << "expected: " << msg;
-  EXPECT_EQ(o.error->message, msg);
-  EXPECT_EQ(o.error->input, input) << msg;
-  EXPECT_EQ(o.error->attr, attr) << msg;
-}
-
-Attrs attrs_of(std::initializer_list<std::pair<std::string, AttrValue>> kv) {
-  Attrs a;
-  for (const auto& [k, v] : kv) a.set(k, v);
-  return a;
 }
 
 // --- unary ----------------------------------------------------------------------------
@@ -141,7 +90,7 @@ TEST(ElementwiseUnary, ReferenceMatchesIndependentFormulas) {
   for (const UnaryCase& c : kUnary) {
     SCOPED_TRACE(c.name);
     for (int trial = 0; trial < 4; ++trial) {
-      RefTensor x = random_tensor(random_float_dtype(), random_shape(4), c.lo, c.hi);
+      RefTensor x = random_tensor(random_float_dtype(), random_shape(rnd(0, 4)), c.lo, c.hi);
       RefTensor want = x;
       for (double& v : want.data) v = c.want(v);
       expect_near(run_op(build_op(c.op, {type_of(x)}), {x})[0], want, kTol, c.name);
@@ -151,7 +100,7 @@ TEST(ElementwiseUnary, ReferenceMatchesIndependentFormulas) {
 
 TEST(ElementwiseUnary, SymbolicInputBindsFromTheFeed) {
   // The type says [B,3]; the run binds B from the fed tensor.
-  RefTensor x = random_tensor(DType::F32, {uniform_int(1, 6), 3}, -3, 3);
+  RefTensor x = random_tensor(DType::F32, {rnd(1, 6), 3}, -3, 3);
   RefTensor want = x;
   for (double& v : want.data) v = std::pow(std::numbers::e, v);
   expect_near(run_op(build_op(OpKind::Exp, {f32({B, 3})}), {x})[0], want, kTol);
@@ -159,7 +108,7 @@ TEST(ElementwiseUnary, SymbolicInputBindsFromTheFeed) {
 
 TEST(ElementwiseUnary, NegAndAbsStayIntegralOnI32) {
   for (OpKind op : {OpKind::Neg, OpKind::Abs}) {
-    RefTensor x = random_tensor(DType::I32, random_shape(3), -100, 100);
+    RefTensor x = random_tensor(DType::I32, random_shape(rnd(0, 3)), -100, 100);
     RefTensor got = run_op(build_op(op, {type_of(x)}), {x})[0];
     ASSERT_EQ(got.dtype, DType::I32);
     for (int64_t i = 0; i < x.numel(); ++i)
@@ -180,23 +129,23 @@ TEST(ElementwiseGelu, ShapeRuleAndApproximateAttribute) {
   auto def = build_op(OpKind::Gelu, {f32({B, 3})});
   expect_type(def, f32({B, 3}));
   EXPECT_EQ(def.attrs().s("approximate"), "none");  // the default is filled in
-  expect_type(build_op(OpKind::Gelu, {tt(DType::BF16, {T})}, attrs_of({{"approximate", std::string("tanh")}})),
+  expect_type(build_op(OpKind::Gelu, {tt(DType::BF16, {T})}, attrs({{"approximate", std::string("tanh")}})),
               tt(DType::BF16, {T}));
-  expect_error(build_op(OpKind::Gelu, {f32({B, 3})}, attrs_of({{"approximate", std::string("foo")}})),
+  expect_error(build_op(OpKind::Gelu, {f32({B, 3})}, attrs({{"approximate", std::string("foo")}})),
                "gelu approximate must be \"none\" or \"tanh\", got \"foo\"", -1, "approximate");
   expect_error(build_op(OpKind::Gelu, {tt(DType::I32, {B, 3})}), "gelu expects a floating-point tensor, got i32[B,3]", 0);
 }
 
 TEST(ElementwiseGelu, ReferenceErfAndTanhForms) {
   for (int trial = 0; trial < 4; ++trial) {
-    RefTensor x = random_tensor(random_float_dtype(), random_shape(4), -6, 6);
+    RefTensor x = random_tensor(random_float_dtype(), random_shape(rnd(0, 4)), -6, 6);
     RefTensor exact = x, approx = x;
     for (double& v : exact.data) v = v * 0.5 * std::erfc(-v / std::numbers::sqrt2);
     // 0.5 * (1 + tanh(z)) == sigmoid(2z): the tanh form written through the sigmoid.
     const double k = std::sqrt(2 / std::numbers::pi);
     for (double& v : approx.data) v = v / (1 + std::exp(-2 * k * (v + 0.044715 * v * v * v)));
     expect_near(run_op(build_op(OpKind::Gelu, {type_of(x)}), {x})[0], exact, kTol, "erf");
-    expect_near(run_op(build_op(OpKind::Gelu, {type_of(x)}, attrs_of({{"approximate", std::string("tanh")}})), {x})[0],
+    expect_near(run_op(build_op(OpKind::Gelu, {type_of(x)}, attrs({{"approximate", std::string("tanh")}})), {x})[0],
                 approx, kTol, "tanh");
   }
 }
@@ -204,10 +153,10 @@ TEST(ElementwiseGelu, ReferenceErfAndTanhForms) {
 // --- cast -----------------------------------------------------------------------------
 
 TEST(ElementwiseCast, ShapeRuleTakesTheNewDtype) {
-  expect_type(build_op(OpKind::Cast, {f32({B, 3})}, attrs_of({{"dtype", DType::F16}})), tt(DType::F16, {B, 3}));
-  expect_type(build_op(OpKind::Cast, {tt(DType::Bool, {B})}, attrs_of({{"dtype", DType::F32}})), f32({B}));
-  expect_type(build_op(OpKind::Cast, {tt(DType::BF16, {})}, attrs_of({{"dtype", DType::I32}})), tt(DType::I32, {}));
-  expect_type(build_op(OpKind::Cast, {tt(DType::I32, {T, B})}, attrs_of({{"dtype", DType::Bool}})),
+  expect_type(build_op(OpKind::Cast, {f32({B, 3})}, attrs({{"dtype", DType::F16}})), tt(DType::F16, {B, 3}));
+  expect_type(build_op(OpKind::Cast, {tt(DType::Bool, {B})}, attrs({{"dtype", DType::F32}})), f32({B}));
+  expect_type(build_op(OpKind::Cast, {tt(DType::BF16, {})}, attrs({{"dtype", DType::I32}})), tt(DType::I32, {}));
+  expect_type(build_op(OpKind::Cast, {tt(DType::I32, {T, B})}, attrs({{"dtype", DType::Bool}})),
               tt(DType::Bool, {T, B}));
 }
 
@@ -235,7 +184,7 @@ TEST(ElementwiseCast, ReferenceRoundsLikeTheTargetType) {
                               std::numeric_limits<double>::quiet_NaN()};
   // Values across many binades, so that every rounding regime is met.
   for (int i = 0; i < 200; ++i)
-    vals.push_back(std::ldexp(std::uniform_real_distribution<double>(-1, 1)(rng()), uniform_int(-30, 34)));
+    vals.push_back(std::ldexp(std::uniform_real_distribution<double>(-1, 1)(rng()), static_cast<int>(rnd(-30, 34))));
   RefTensor x(DType::F32, {static_cast<int64_t>(vals.size())});
   for (size_t i = 0; i < vals.size(); ++i) x.data[i] = static_cast<double>(static_cast<float>(vals[i]));
 
@@ -250,7 +199,7 @@ TEST(ElementwiseCast, ReferenceRoundsLikeTheTargetType) {
   for (const Target& tg : targets) {
     RefTensor want(tg.t, x.shape);
     for (int64_t i = 0; i < x.numel(); ++i) want[i] = tg.round(x[i]);
-    auto o = build_op(OpKind::Cast, {type_of(x)}, attrs_of({{"dtype", tg.t}}));
+    auto o = build_op(OpKind::Cast, {type_of(x)}, attrs({{"dtype", tg.t}}));
     expect_near(run_op(o, {x})[0], want, 0, std::string(dtype_name(tg.t)));
   }
 }
@@ -352,7 +301,7 @@ TEST(ElementwiseBinary, ReferenceOnRandomBroadcasts) {
     SCOPED_TRACE(c.name);
     for (int trial = 0; trial < 6; ++trial) {
       DType t = random_float_dtype();
-      std::vector<int64_t> out = random_shape(4);
+      std::vector<int64_t> out = random_shape(rnd(0, 4));
       // Either side may be the smaller one.
       std::vector<int64_t> sa = operand_for(out), sb = out;
       if (trial % 2) std::swap(sa, sb);
@@ -360,7 +309,7 @@ TEST(ElementwiseBinary, ReferenceOnRandomBroadcasts) {
     }
     // Ranks that differ, and a pair where each side broadcasts along a different axis.
     DType t = random_float_dtype();
-    int64_t n = uniform_int(1, 5);
+    int64_t n = rnd(1, 5);
     check_binary(c, operand(c, t, {2, 3, n}), operand(c, t, {n}));
     check_binary(c, operand(c, t, {n, 1}), operand(c, t, {2, 1, 4}));
     check_binary(c, operand(c, t, {}), operand(c, t, {n, 3}));
@@ -371,7 +320,7 @@ TEST(ElementwiseBinary, ReferenceOnI32StaysIntegral) {
   for (const BinaryCase& c : kBinary) {
     if (!c.int_ok) continue;
     SCOPED_TRACE(c.name);
-    std::vector<int64_t> out = random_shape(3);
+    std::vector<int64_t> out = random_shape(rnd(0, 3));
     RefTensor a = random_tensor(DType::I32, operand_for(out), -50, 50);
     RefTensor b = random_tensor(DType::I32, out, -50, 50);
     check_binary(c, a, b);
@@ -383,14 +332,14 @@ TEST(ElementwiseBinary, ReferenceOnI32StaysIntegral) {
 TEST(ElementwiseBinary, EqualityOnBool) {
   for (const BinaryCase& c : kBinary) {
     if (!c.bool_ok) continue;
-    std::vector<int64_t> out = random_shape(3);
+    std::vector<int64_t> out = random_shape(rnd(0, 3));
     check_binary(c, random_tensor(DType::Bool, out), random_tensor(DType::Bool, operand_for(out)));
   }
 }
 
 TEST(ElementwiseBinary, ReferenceBindsSymbolicDims) {
   // f32[B,3] + f32[3] with B taken from the feed.
-  RefTensor a = random_tensor(DType::F32, {uniform_int(1, 6), 3});
+  RefTensor a = random_tensor(DType::F32, {rnd(1, 6), 3});
   RefTensor b = random_tensor(DType::F32, {3});
   RefTensor want(DType::F32, a.shape);
   for (int64_t i = 0; i < a.numel(); ++i) want[i] = a[i] + b[i % 3];
@@ -429,7 +378,7 @@ TEST(ElementwiseWhere, ShapeRule) {
 
 TEST(ElementwiseWhere, ReferenceOnRandomBroadcasts) {
   for (int trial = 0; trial < 8; ++trial) {
-    std::vector<int64_t> out = random_shape(4);
+    std::vector<int64_t> out = random_shape(rnd(0, 4));
     std::vector<int64_t> shapes[3] = {operand_for(out), operand_for(out), operand_for(out)};
     shapes[trial % 3] = out;  // the full shape comes from a different operand each time
     DType t = random_float_dtype();

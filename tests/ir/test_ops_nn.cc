@@ -15,52 +15,7 @@ namespace modelc::test {
 
 namespace {
 
-const Dim B = Dim::symbol("B"), T = Dim::symbol("T"), C = Dim::symbol("C"), V = Dim::symbol("V");
-
-int64_t rnd(int64_t lo, int64_t hi) {  // inclusive
-  return std::uniform_int_distribution<int64_t>(lo, hi)(rng());
-}
-
-std::vector<int64_t> random_shape(int rank, int64_t lo = 1, int64_t hi = 5) {
-  std::vector<int64_t> s;
-  for (int i = 0; i < rank; ++i) s.push_back(rnd(lo, hi));
-  return s;
-}
-
-Attrs attrs(std::initializer_list<std::pair<const char*, AttrValue>> items) {
-  Attrs a;
-  for (const auto& [k, v] : items) a.set(k, v);
-  return a;
-}
-
-void expect_error(const OneOp& o, const std::string& message, int input = -1, const std::string& attr = "") {
-  ASSERT_TRUE(o.error) << "expected: " << message;
-  EXPECT_EQ(o.error->message, message);
-  EXPECT_EQ(o.error->input, input) << message;
-  EXPECT_EQ(o.error->attr, attr) << message;
-}
-
-void expect_type(const OneOp& o, const TensorType& want) {
-  ASSERT_FALSE(o.error) << o.error->message;
-  ASSERT_EQ(o.outputs().size(), 1u);
-  EXPECT_EQ(o.outputs()[0], want) << o.outputs()[0].str() << " vs " << want.str();
-}
-
-// The row-major offset of a multi-index.
-int64_t offset(const std::vector<int64_t>& shape, const std::vector<int64_t>& idx) {
-  int64_t off = 0;
-  for (size_t k = 0; k < shape.size(); ++k) off = off * shape[k] + idx[k];
-  return off;
-}
-
-std::vector<int64_t> index_of(int64_t flat, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t k = shape.size(); k-- > 0;) {
-    idx[k] = flat % shape[k];
-    flat /= shape[k];
-  }
-  return idx;
-}
+const Dim V = Dim::symbol("V");  // B, T, C, H from op_harness.h
 
 // i32 ids uniform in [0, n).
 RefTensor random_ids(std::vector<int64_t> shape, int64_t n) {
@@ -113,18 +68,17 @@ TEST(NnSoftmax, ShapeRule) {
 TEST(NnSoftmax, ReferenceMatchesNaive) {
   for (int trial = 0; trial < 20; ++trial) {
     int rank = static_cast<int>(rnd(1, 4));
-    auto shape = random_shape(rank);
+    auto shape = random_shape(rank, 1, 5);
     int64_t axis = rnd(0, rank - 1);
     RefTensor x = random_tensor(DType::F32, shape, -5, 5);
-    Shape sym;
-    for (int64_t d : shape) sym.push_back(Dim(d));
+    Shape sym = to_dims(shape);
     for (bool log : {false, true}) {
       auto o = build_op(log ? OpKind::LogSoftmax : OpKind::Softmax, {f32(sym)},
                         attrs({{"axis", axis - (trial % 2 ? rank : 0)}}));  // negative axes too
       ASSERT_FALSE(o.error) << o.error->message;
       RefTensor want(DType::F32, shape);
       for (int64_t i = 0; i < x.numel(); ++i) {
-        auto idx = index_of(i, shape);
+        auto idx = unflatten(i, shape);
         double sum = 0;
         for (idx[static_cast<size_t>(axis)] = 0; idx[static_cast<size_t>(axis)] < shape[static_cast<size_t>(axis)];
              ++idx[static_cast<size_t>(axis)])
@@ -179,13 +133,12 @@ TEST(NnLayerNorm, ShapeRule) {
 
 TEST(NnLayerNorm, ReferenceMatchesTwoPassNaive) {
   for (int trial = 0; trial < 16; ++trial) {
-    auto shape = random_shape(static_cast<int>(rnd(1, 3)), 1, 6);
+    auto shape = random_shape(rnd(1, 3), 1, 6);
     shape.back() = rnd(1, 64);
     int64_t c = shape.back();
     bool has_w = trial & 1, has_b = trial & 2;
     double eps = trial & 4 ? 1e-5 : 0.5;
-    Shape sym;
-    for (int64_t d : shape) sym.push_back(Dim(d));
+    Shape sym = to_dims(shape);
     std::vector<std::optional<TensorType>> types = {f32(sym), std::nullopt, std::nullopt};
     RefTensor x = random_tensor(DType::F32, shape, -3, 3);
     RefTensor w = random_tensor(DType::F32, {c}), b = random_tensor(DType::F32, {c});
@@ -221,10 +174,9 @@ TEST(NnEmbedding, ShapeRule) {
 
 TEST(NnEmbedding, ReferenceGathersRows) {
   for (int trial = 0; trial < 10; ++trial) {
-    auto ids_shape = random_shape(static_cast<int>(rnd(0, 3)));
+    auto ids_shape = random_shape(rnd(0, 3), 1, 5);
     int64_t v = rnd(1, 20), c = rnd(1, 8);
-    Shape sym;
-    for (int64_t d : ids_shape) sym.push_back(Dim(d));
+    Shape sym = to_dims(ids_shape);
     auto o = build_op(OpKind::Embedding, {tt(DType::I32, sym), f32({v, c})});
     RefTensor ids = random_ids(ids_shape, v), table = random_tensor(DType::F32, {v, c});
     auto out_shape = ids_shape;
@@ -269,15 +221,11 @@ TEST(NnCrossEntropy, ShapeRule) {
 
 TEST(NnCrossEntropy, ReferenceIsMeanNegativeLogLikelihood) {
   for (int trial = 0; trial < 10; ++trial) {
-    auto pos_shape = random_shape(static_cast<int>(rnd(0, 2)));
+    auto pos_shape = random_shape(rnd(0, 2), 1, 5);
     int64_t v = rnd(1, 300);
     auto logit_shape = pos_shape;
     logit_shape.push_back(v);
-    Shape sym;
-    for (int64_t d : pos_shape) sym.push_back(Dim(d));
-    Shape lsym = sym;
-    lsym.push_back(Dim(v));
-    auto o = build_op(OpKind::CrossEntropy, {f32(lsym), tt(DType::I32, sym)});
+    auto o = build_op(OpKind::CrossEntropy, {f32(to_dims(logit_shape)), tt(DType::I32, to_dims(pos_shape))});
     RefTensor logits = random_tensor(DType::F32, logit_shape, -4, 4), targets = random_ids(pos_shape, v);
     double loss = 0;
     for (int64_t p = 0; p < targets.numel(); ++p) {
@@ -374,7 +322,6 @@ TEST(NnDropout, IdentityWhenNotTrainingOrPZero) {
 // --- causal_mask ------------------------------------------------------------------------------
 
 TEST(NnCausalMask, ShapeRule) {
-  Dim H = Dim::symbol("H");
   expect_type(build_op(OpKind::CausalMask, {f32({B, H, T, T})}), f32({B, H, T, T}));
   expect_type(build_op(OpKind::CausalMask, {tt(DType::F16, {T, T + 4})}), tt(DType::F16, {T, T + 4}));
   expect_error(build_op(OpKind::CausalMask, {tt(DType::I32, {T, T})}),
@@ -385,14 +332,13 @@ TEST(NnCausalMask, ShapeRule) {
 
 TEST(NnCausalMask, ReferenceMasksFutureKeys) {
   for (int trial = 0; trial < 10; ++trial) {
-    auto shape = random_shape(static_cast<int>(rnd(2, 4)), 1, 6);
+    auto shape = random_shape(rnd(2, 4), 1, 6);
     int64_t tq = shape[shape.size() - 2], tk = shape.back();
-    Shape sym;
-    for (int64_t d : shape) sym.push_back(Dim(d));
+    Shape sym = to_dims(shape);
     RefTensor x = random_tensor(DType::F32, shape);
     RefTensor want = x;
     for (int64_t i = 0; i < x.numel(); ++i) {
-      auto idx = index_of(i, shape);
+      auto idx = unflatten(i, shape);
       int64_t row = idx[idx.size() - 2], col = idx.back();
       // Query row sits at absolute position row + tk - tq and sees keys up to it.
       if (col - (tk - tq) > row) want[i] = -std::numeric_limits<double>::infinity();

@@ -9,12 +9,6 @@
 namespace modelc::test {
 namespace {
 
-const Dim B = Dim::symbol("B");
-const Dim T = Dim::symbol("T");
-constexpr double kTol = 1e-12;
-
-int uniform_int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng()); }
-
 struct ReduceCase {
   OpKind op;
   const char* name;
@@ -27,19 +21,6 @@ Attrs reduce_attrs(Ints axes, bool keepdims = false) {
   a.set("axes", std::move(axes));
   a.set("keepdims", keepdims);
   return a;
-}
-
-TensorType type_of(const RefTensor& t) {
-  Shape s;
-  for (int64_t d : t.shape) s.push_back(Dim(d));
-  return TensorType{t.dtype, s};
-}
-
-void expect_error(const OneOp& o, const std::string& msg, int input = -1, const std::string& attr = "") {
-  ASSERT_TRUE(o.error) << "expected: " << msg;
-  EXPECT_EQ(o.error->message, msg);
-  EXPECT_EQ(o.error->input, input) << msg;
-  EXPECT_EQ(o.error->attr, attr) << msg;
 }
 
 // Builds op over x with the given axes and checks the output type and canonical axes.
@@ -110,20 +91,12 @@ RefTensor naive_reduce(const ReduceCase& c, const RefTensor& x, const std::vecto
     else if (keepdims) out_shape.push_back(1);
   }
   RefTensor out(x.dtype, out_shape);
-  auto coords = [](int64_t i, const std::vector<int64_t>& shape) {
-    std::vector<int64_t> idx(shape.size());
-    for (size_t d = shape.size(); d-- > 0;) {
-      idx[d] = i % shape[d];
-      i /= shape[d];
-    }
-    return idx;
-  };
   for (int64_t o = 0; o < out.numel(); ++o) {
-    std::vector<int64_t> oi = coords(o, out_shape);
+    std::vector<int64_t> oi = unflatten(o, out_shape);
     double sum = 0, mx = -std::numeric_limits<double>::infinity();
     int64_t count = 0;
     for (int64_t i = 0; i < x.numel(); ++i) {
-      std::vector<int64_t> xi = coords(i, x.shape);
+      std::vector<int64_t> xi = unflatten(i, x.shape);
       bool match = true;
       size_t k = 0;  // position in the output coordinates
       for (size_t d = 0; d < xi.size(); ++d) {
@@ -156,27 +129,25 @@ void check_reduce(const ReduceCase& c, const RefTensor& x, const Ints& axes, boo
 Ints random_axes(int rank) {
   Ints axes;
   for (int d = 0; d < rank; ++d)
-    if (uniform_int(0, 1)) axes.push_back(uniform_int(0, 1) ? d : d - rank);
+    if (rnd(0, 1)) axes.push_back(rnd(0, 1) ? d : d - rank);
   std::shuffle(axes.begin(), axes.end(), rng());
   return axes;
 }
 
 TEST(ReduceReference, RandomShapesAndAxes) {
-  static const DType floats[] = {DType::F32, DType::F16, DType::BF16};
   for (const ReduceCase& c : kReduce) {
     SCOPED_TRACE(c.name);
     for (int trial = 0; trial < 12; ++trial) {
-      std::vector<int64_t> shape(static_cast<size_t>(uniform_int(0, 4)));
-      for (int64_t& d : shape) d = uniform_int(1, 4);
-      RefTensor x = random_tensor(floats[uniform_int(0, 2)], shape, -3, 3);
-      check_reduce(c, x, random_axes(x.rank()), uniform_int(0, 1) == 1, trial % 3 == 0);
+      std::vector<int64_t> shape = random_shape(rnd(0, 4));
+      RefTensor x = random_tensor(random_float_dtype(), shape, -3, 3);
+      check_reduce(c, x, random_axes(x.rank()), rnd(0, 1) == 1, trial % 3 == 0);
     }
   }
 }
 
 TEST(ReduceReference, EveryAxisSingly) {
   for (const ReduceCase& c : kReduce) {
-    RefTensor x = random_tensor(DType::F32, {uniform_int(1, 4), uniform_int(1, 4), uniform_int(1, 4)});
+    RefTensor x = random_tensor(DType::F32, {rnd(1, 4), rnd(1, 4), rnd(1, 4)});
     for (int64_t a = -3; a < 3; ++a) check_reduce(c, x, {a}, a < 0);
     check_reduce(c, x, {}, false);
     check_reduce(c, x, {}, true);
@@ -184,7 +155,7 @@ TEST(ReduceReference, EveryAxisSingly) {
 }
 
 TEST(ReduceReference, SumOfI32IsExact) {
-  RefTensor x = random_tensor(DType::I32, {uniform_int(1, 5), uniform_int(1, 5), uniform_int(1, 5)}, -1000, 1000);
+  RefTensor x = random_tensor(DType::I32, {rnd(1, 5), rnd(1, 5), rnd(1, 5)}, -1000, 1000);
   Ints axes = random_axes(3);
   check_reduce(kReduce[0], x, axes, false);
   RefTensor got = run_op(build_op(OpKind::Sum, {type_of(x)}, reduce_attrs(axes)), {x})[0];

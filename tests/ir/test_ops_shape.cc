@@ -9,39 +9,11 @@
 namespace modelc::test {
 namespace {
 
-const Dim B = Dim::symbol("B"), T = Dim::symbol("T"), C = Dim::symbol("C");
-constexpr double kTol = 1e-12;
-
-Attrs attrs(std::initializer_list<std::pair<const char*, AttrValue>> items) {
-  Attrs a;
-  for (const auto& [k, v] : items) a.set(k, v);
-  return a;
-}
-
-// Expects the shape rule to refuse with exactly `msg`, blaming `input` / `attr`.
-void expect_error(const OneOp& o, const std::string& msg, int input = -1, const std::string& attr = "") {
-  ASSERT_TRUE(o.error.has_value()) << "expected: " << msg;
-  EXPECT_EQ(o.error->message, msg);
-  EXPECT_EQ(o.error->input, input) << msg;
-  EXPECT_EQ(o.error->attr, attr) << msg;
-}
-
+// The type of output k, failing the test if the shape rule refused.
 TensorType type_of(const OneOp& o, size_t k = 0) {
   EXPECT_FALSE(o.error.has_value()) << o.error->message;
   return o.error ? TensorType{} : o.outputs().at(k);
 }
-
-int64_t rand_int(int64_t lo, int64_t hi) {  // in [lo, hi]
-  return std::uniform_int_distribution<int64_t>(lo, hi)(rng());
-}
-
-std::vector<int64_t> rand_shape(int rank, int64_t lo = 1, int64_t hi = 4) {
-  std::vector<int64_t> s;
-  for (int i = 0; i < rank; ++i) s.push_back(rand_int(lo, hi));
-  return s;
-}
-
-Shape to_dims(const std::vector<int64_t>& s) { return Shape(s.begin(), s.end()); }
 
 // Calls f on every multi-index of `shape`, in row-major order.
 void for_each_index(const std::vector<int64_t>& shape, const std::function<void(const std::vector<int64_t>&)>& f) {
@@ -56,12 +28,7 @@ void for_each_index(const std::vector<int64_t>& shape, const std::function<void(
   }
 }
 
-int64_t offset(const RefTensor& t, const std::vector<int64_t>& idx) {
-  int64_t off = 0;
-  for (size_t k = 0; k < idx.size(); ++k) off = off * t.shape[k] + idx[k];
-  return off;
-}
-double at(const RefTensor& t, const std::vector<int64_t>& idx) { return t[offset(t, idx)]; }
+double at(const RefTensor& t, const std::vector<int64_t>& idx) { return t[offset(t.shape, idx)]; }
 
 // --- registry entries -----------------------------------------------------------------
 
@@ -120,18 +87,18 @@ TEST(ShapeMatmul, Errors) {
 
 TEST(ShapeMatmul, Reference) {
   for (int trial = 0; trial < 40; ++trial) {
-    int64_t M = rand_int(1, 4), K = rand_int(1, 5), N = rand_int(1, 4);
+    int64_t M = rnd(1, 4), K = rnd(1, 5), N = rnd(1, 4);
     // batch dims of either side, with random 1s to broadcast
-    std::vector<int64_t> batch = rand_shape(static_cast<int>(rand_int(0, 2)), 2, 3);
+    std::vector<int64_t> batch = random_shape(rnd(0, 2), 2, 3);
     auto side_batch = [&] {
-      size_t keep = static_cast<size_t>(rand_int(0, static_cast<int64_t>(batch.size())));
+      size_t keep = static_cast<size_t>(rnd(0, static_cast<int64_t>(batch.size())));
       std::vector<int64_t> b(batch.end() - static_cast<int64_t>(keep), batch.end());
       for (int64_t& d : b)
-        if (rand_int(0, 2) == 0) d = 1;
+        if (rnd(0, 2) == 0) d = 1;
       return b;
     };
     std::vector<int64_t> ab = side_batch(), bb = side_batch();
-    bool vec_a = rand_int(0, 4) == 0, vec_b = rand_int(0, 4) == 0;
+    bool vec_a = rnd(0, 4) == 0, vec_b = rnd(0, 4) == 0;
     std::vector<int64_t> as = ab, bs = bb;
     if (vec_a) as = {K}; else { as.push_back(M); as.push_back(K); }
     if (vec_b) bs = {K}; else { bs.push_back(K); bs.push_back(N); }
@@ -204,9 +171,9 @@ TEST(ShapeTranspose, Errors) {
 
 TEST(ShapeTranspose, Reference) {
   for (int trial = 0; trial < 30; ++trial) {
-    int rank = static_cast<int>(rand_int(1, 4));
-    std::vector<int64_t> s = rand_shape(rank);
-    int64_t d0 = rand_int(-rank, rank - 1), d1 = rand_int(-rank, rank - 1);
+    int rank = static_cast<int>(rnd(1, 4));
+    std::vector<int64_t> s = random_shape(rank);
+    int64_t d0 = rnd(-rank, rank - 1), d1 = rnd(-rank, rank - 1);
     OneOp o = build_op(OpKind::Transpose, {f32(to_dims(s))}, attrs({{"dim0", d0}, {"dim1", d1}}));
     ASSERT_FALSE(o.error) << o.error->message;
     RefTensor x = random_tensor(DType::F32, s);
@@ -242,14 +209,14 @@ TEST(ShapePermute, Errors) {
 
 TEST(ShapePermute, Reference) {
   for (int trial = 0; trial < 30; ++trial) {
-    int rank = static_cast<int>(rand_int(0, 4));
-    std::vector<int64_t> s = rand_shape(rank);
+    int rank = static_cast<int>(rnd(0, 4));
+    std::vector<int64_t> s = random_shape(rank);
     Ints perm;
     for (int i = 0; i < rank; ++i) perm.push_back(i);
     std::shuffle(perm.begin(), perm.end(), rng());
     Ints given = perm;
     for (int64_t& d : given)
-      if (rand_int(0, 1)) d -= rank;
+      if (rnd(0, 1)) d -= rank;
     OneOp o = build_op(OpKind::Permute, {f32(to_dims(s))}, attrs({{"dims", given}}));
     ASSERT_FALSE(o.error) << o.error->message;
     RefTensor x = random_tensor(DType::F32, s);
@@ -298,20 +265,20 @@ TEST(ShapeReshape, Errors) {
 
 TEST(ShapeReshape, Reference) {
   for (int trial = 0; trial < 20; ++trial) {
-    std::vector<int64_t> s = rand_shape(static_cast<int>(rand_int(1, 4)));
+    std::vector<int64_t> s = random_shape(rnd(1, 4));
     int64_t n = RefTensor::numel_of(s);
     // a random factorisation of n, with one entry possibly left to -1
     std::vector<int64_t> target;
     for (int64_t rest = n; rest > 1;) {
-      int64_t f = rand_int(2, rest);
+      int64_t f = rnd(2, rest);
       while (f > 1 && rest % f) --f;
       if (f == 1) f = rest;
       target.push_back(f);
       rest /= f;
     }
-    if (rand_int(0, 1)) target.push_back(1);
+    if (rnd(0, 1)) target.push_back(1);
     Shape given = to_dims(target);
-    if (!target.empty() && rand_int(0, 1)) given[static_cast<size_t>(rand_int(0, static_cast<int64_t>(target.size()) - 1))] = -1;
+    if (!target.empty() && rnd(0, 1)) given[static_cast<size_t>(rnd(0, static_cast<int64_t>(target.size()) - 1))] = -1;
     OneOp o = build_op(OpKind::Reshape, {f32(to_dims(s))}, attrs({{"shape", given}}));
     ASSERT_FALSE(o.error) << o.error->message;
     RefTensor x = random_tensor(DType::F32, s);
@@ -339,11 +306,11 @@ TEST(ShapeBroadcastTo, Errors) {
 
 TEST(ShapeBroadcastTo, Reference) {
   for (int trial = 0; trial < 30; ++trial) {
-    std::vector<int64_t> target = rand_shape(static_cast<int>(rand_int(0, 4)));
-    size_t keep = static_cast<size_t>(rand_int(0, static_cast<int64_t>(target.size())));
+    std::vector<int64_t> target = random_shape(rnd(0, 4));
+    size_t keep = static_cast<size_t>(rnd(0, static_cast<int64_t>(target.size())));
     std::vector<int64_t> s(target.end() - static_cast<int64_t>(keep), target.end());
     for (int64_t& d : s)
-      if (rand_int(0, 1)) d = 1;
+      if (rnd(0, 1)) d = 1;
     OneOp o = build_op(OpKind::BroadcastTo, {f32(to_dims(s))}, attrs({{"shape", to_dims(target)}}));
     ASSERT_FALSE(o.error) << o.error->message;
     RefTensor x = random_tensor(DType::F32, s);
@@ -397,13 +364,13 @@ TEST(ShapeSlice, Errors) {
 
 TEST(ShapeSlice, Reference) {
   for (int trial = 0; trial < 30; ++trial) {
-    int rank = static_cast<int>(rand_int(1, 4));
-    std::vector<int64_t> s = rand_shape(rank, 1, 5);
-    int64_t axis = rand_int(0, rank - 1), n = s[static_cast<size_t>(axis)];
-    int64_t start = rand_int(0, n), end = rand_int(start, n);
+    int rank = static_cast<int>(rnd(1, 4));
+    std::vector<int64_t> s = random_shape(rank, 1, 5);
+    int64_t axis = rnd(0, rank - 1), n = s[static_cast<size_t>(axis)];
+    int64_t start = rnd(0, n), end = rnd(start, n);
     int64_t gs = start, ge = end;  // given, possibly from the end
-    if (rand_int(0, 1) && start < n) gs -= n;
-    if (rand_int(0, 1) && end < n) ge -= n;
+    if (rnd(0, 1) && start < n) gs -= n;
+    if (rnd(0, 1) && end < n) ge -= n;
     OneOp o = build_op(OpKind::Slice, {f32(to_dims(s))}, slice_attrs(axis, gs, ge));
     ASSERT_FALSE(o.error) << o.error->message;
     RefTensor x = random_tensor(DType::F32, s);
@@ -453,17 +420,17 @@ TEST(ShapeConcat, Errors) {
 
 TEST(ShapeConcat, Reference) {
   for (int trial = 0; trial < 30; ++trial) {
-    int rank = static_cast<int>(rand_int(1, 4));
-    std::vector<int64_t> s = rand_shape(rank);
-    auto axis = static_cast<size_t>(rand_int(0, rank - 1));
-    int count = static_cast<int>(rand_int(1, 4));
+    int rank = static_cast<int>(rnd(1, 4));
+    std::vector<int64_t> s = random_shape(rank);
+    auto axis = static_cast<size_t>(rnd(0, rank - 1));
+    int count = static_cast<int>(rnd(1, 4));
     std::vector<std::optional<TensorType>> types;
     std::vector<RefTensor> xs;
     std::vector<int64_t> starts;  // where each input starts along the axis
     int64_t total = 0;
     for (int i = 0; i < count; ++i) {
       std::vector<int64_t> si = s;
-      si[axis] = rand_int(0, 3);
+      si[axis] = rnd(0, 3);
       starts.push_back(total);
       total += si[axis];
       types.push_back(f32(to_dims(si)));
@@ -508,10 +475,10 @@ TEST(ShapeSplit, Errors) {
 
 TEST(ShapeSplit, Reference) {
   for (int trial = 0; trial < 30; ++trial) {
-    int rank = static_cast<int>(rand_int(1, 4));
-    std::vector<int64_t> s = rand_shape(rank);
-    auto axis = static_cast<size_t>(rand_int(0, rank - 1));
-    int64_t sections = rand_int(1, 3), part = s[axis];
+    int rank = static_cast<int>(rnd(1, 4));
+    std::vector<int64_t> s = random_shape(rank);
+    auto axis = static_cast<size_t>(rnd(0, rank - 1));
+    int64_t sections = rnd(1, 3), part = s[axis];
     s[axis] = part * sections;
     Shape decl = to_dims(s);
     if (axis != 0) decl[0] = B;  // a symbolic dim away from the axis

@@ -1,18 +1,12 @@
 // Tests of the IR printer (exact text) and the verifier (every problem of a broken graph
 // reported, none for a well-formed one). Graphs are built by hand so that they can be
 // broken on purpose; only the shape ops' rules are needed.
-#include <gtest/gtest.h>
-
-#include "compiler/ir/op_registry.h"
 #include "compiler/ir/printer.h"
 #include "compiler/ir/verifier.h"
+#include "tests/ir/op_harness.h"
 
 namespace modelc::test {
 namespace {
-
-const Dim B = Dim::symbol("B");
-
-TensorType f32(Shape s) { return TensorType{DType::F32, std::move(s)}; }
 
 Node node(OpKind op, std::vector<Value> inputs, std::vector<TensorType> outputs, Attrs attrs = {}) {
   Node n;
@@ -29,12 +23,6 @@ NodeId add_source(Graph& g, OpKind op, const std::string& name, TensorType t, bo
   NodeId id = g.add(std::move(n));
   if (list) (op == OpKind::Input ? g.inputs : g.params).push_back(id);
   return id;
-}
-
-Attrs attrs(std::initializer_list<std::pair<const char*, AttrValue>> items) {
-  Attrs a;
-  for (const auto& [k, v] : items) a.set(k, v);
-  return a;
 }
 
 std::string join(const std::vector<std::string>& v) {
@@ -119,7 +107,6 @@ TEST(Verifier, WellFormedGraphHasNoProblems) {
   Graph g;
   g.name = "ok";
   g.dims = {{"B", std::nullopt, {}}, {"T", std::nullopt, {}}};
-  const Dim T = Dim::symbol("T");
   NodeId x = add_source(g, OpKind::Input, "x", f32({B, T, 12}));
   NodeId w = add_source(g, OpKind::Param, "w", f32({12, 36}));
   auto op = [&](OpKind k, std::vector<Value> in, Attrs a = {}) {
