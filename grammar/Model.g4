@@ -34,6 +34,8 @@ stmt        : 'let' IDENT '=' expr                                   # letStatem
             | 'return' expr (',' expr)*                              # returnStmt
             | 'for' IDENT 'in' expr '..' expr block                  # forStmt
             | IDENT (',' IDENT)* '=' expr                            # assignStmt
+            // A common slip, parsed so that its error can say what is wrong:
+            | IDENT '(' callArgs? ')'                                # callStmt
             | ';'                                                    # emptyStmt
             ;
 letStmt     : 'let' IDENT '=' expr ;
@@ -62,6 +64,8 @@ callArg     : IDENT '=' expr                                         # keywordAr
 CHECKPOINT  : '@checkpoint' ;
 INT         : [0-9]+ ;
 FLOAT       : [0-9]+ '.' [0-9]+ EXPONENT? | [0-9]+ EXPONENT | '.' [0-9]+ EXPONENT? ;
+// A number run into letters (0x10, 12abc, 1e): one token, so that it is reported as such.
+BAD_NUMBER  : [0-9]+ ('.' [0-9]+)? [a-zA-Z_] [a-zA-Z_0-9]* ;
 fragment EXPONENT : [eE] [+-]? [0-9]+ ;
 IDENT       : [a-zA-Z_] [a-zA-Z_0-9]* ;
 STRING      : '"' (~["\\\r\n] | '\\' ~[\r\n])* '"' ;

@@ -145,8 +145,20 @@ class Builder {
 
   std::vector<ast::StmtPtr> block(P::BlockContext* b, int depth) {
     std::vector<ast::StmtPtr> out;
-    for (P::StmtContext* s : b->stmt())
-      if (auto st = stmt(s, depth + 1)) out.push_back(std::move(st));
+    P::StmtContext* prev = nullptr;
+    for (P::StmtContext* s : b->stmt()) {
+      // `param w: f32[4] normal(...)` parses as a param without initializer followed by a
+      // call statement: say what is missing.
+      auto* call = as<P::CallStmtContext>(s);
+      auto* param = as<P::ParamStmtContext>(prev);
+      if (call && param && !param->expr() && param->getStop()->getLine() == call->getStart()->getLine()) {
+        diags_.error(loc(call->IDENT()->getSymbol()),
+                     fmt::format("missing '=' before the initializer of parameter '{}'", param->IDENT()->getText()));
+      } else if (auto st = stmt(s, depth + 1)) {
+        out.push_back(std::move(st));
+      }
+      prev = s;
+    }
     return out;
   }
 
@@ -187,6 +199,10 @@ class Builder {
       out->kind = K::Assign;
       for (auto* n : a->IDENT()) name(n);
       out->value = expr(a->expr(), depth);
+    } else if (auto* cs = as<P::CallStmtContext>(s)) {
+      diags_.error(loc(cs->IDENT()->getSymbol()),
+                   fmt::format("a call is not a statement on its own; use its result, e.g. 'y = {}(...)'", cs->IDENT()->getText()));
+      return nullptr;
     } else {
       return nullptr;  // ';'
     }

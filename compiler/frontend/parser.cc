@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -140,22 +141,33 @@ std::optional<std::string> bad_token_message(antlr4::Token* t) {
   if (!t) return std::nullopt;
   if (t->getType() == ModelLexer::ERRCHAR) return fmt::format("unexpected character '{}'", t->getText());
   if (t->getType() == ModelLexer::UNTERMINATED_STRING) return "unterminated string (missing '\"' before the end of the line)";
+  if (t->getType() == ModelLexer::BAD_NUMBER) return fmt::format("invalid number '{}'", t->getText());
   return std::nullopt;
+}
+
+bool is_keyword(antlr4::Token* t, const antlr4::dfa::Vocabulary& voc) {
+  if (!t || t->getType() == antlr4::Token::EOF) return false;
+  std::string lit = voc.getLiteralName(t->getType());
+  return lit.size() > 2 && std::isalpha(static_cast<unsigned char>(lit[1]));
 }
 
 class HumanErrors : public antlr4::DefaultErrorStrategy {
  protected:
-  void report(antlr4::Parser* p, antlr4::Token* at, std::string msg) {
+  void report(antlr4::Parser* p, antlr4::Token* at, std::string msg, const antlr4::misc::IntervalSet* expected = nullptr) {
     if (auto bad = bad_token_message(at)) msg = *bad;
+    else if (expected && expected->contains(static_cast<size_t>(ModelLexer::IDENT)) && is_keyword(at, p->getVocabulary()))
+      msg = fmt::format("'{}' is a keyword and cannot be used as a name", at->getText());
     p->notifyErrorListeners(at, msg, nullptr);
   }
   void reportNoViableAlternative(antlr4::Parser* p, const antlr4::NoViableAltException& e) override {
     antlr4::Token* t = e.getOffendingToken();
-    report(p, t, fmt::format("expected {} but found {}", expected_desc(p->getExpectedTokens(), p->getVocabulary()), token_desc(t)));
+    antlr4::misc::IntervalSet want = p->getExpectedTokens();
+    report(p, t, fmt::format("expected {} but found {}", expected_desc(want, p->getVocabulary()), token_desc(t)), &want);
   }
   void reportInputMismatch(antlr4::Parser* p, const antlr4::InputMismatchException& e) override {
     antlr4::Token* t = e.getOffendingToken();
-    report(p, t, fmt::format("expected {} but found {}", expected_desc(e.getExpectedTokens(), p->getVocabulary()), token_desc(t)));
+    antlr4::misc::IntervalSet want = e.getExpectedTokens();
+    report(p, t, fmt::format("expected {} but found {}", expected_desc(want, p->getVocabulary()), token_desc(t)), &want);
   }
   void reportFailedPredicate(antlr4::Parser* p, const antlr4::FailedPredicateException& e) override {
     report(p, e.getOffendingToken(), fmt::format("unexpected {}", token_desc(e.getOffendingToken())));
@@ -164,13 +176,15 @@ class HumanErrors : public antlr4::DefaultErrorStrategy {
     if (inErrorRecoveryMode(p)) return;
     beginErrorCondition(p);
     antlr4::Token* t = p->getCurrentToken();
-    report(p, t, fmt::format("unexpected {}; expected {}", token_desc(t), expected_desc(getExpectedTokens(p), p->getVocabulary())));
+    antlr4::misc::IntervalSet want = getExpectedTokens(p);
+    report(p, t, fmt::format("unexpected {}; expected {}", token_desc(t), expected_desc(want, p->getVocabulary())), &want);
   }
   void reportMissingToken(antlr4::Parser* p) override {
     if (inErrorRecoveryMode(p)) return;
     beginErrorCondition(p);
     antlr4::Token* t = p->getCurrentToken();
-    report(p, t, fmt::format("missing {} before {}", expected_desc(getExpectedTokens(p), p->getVocabulary()), token_desc(t)));
+    antlr4::misc::IntervalSet want = getExpectedTokens(p);
+    report(p, t, fmt::format("missing {} before {}", expected_desc(want, p->getVocabulary()), token_desc(t)), &want);
   }
 };
 
@@ -222,15 +236,32 @@ bool check_nesting(uint32_t file, antlr4::CommonTokenStream& tokens, const antlr
   for (size_t type : {ModelLexer::IDENT, ModelLexer::INT, ModelLexer::FLOAT, ModelLexer::STRING})
     cls[type] = Operand;
   std::vector<int> chains(1, 0);  // per open bracket level: prefix operators and '**'
+  std::vector<antlr4::Token*> opened;  // the open brackets, innermost last
   int depth = 0;                  // brackets + chains on all open levels
   bool prev_operand = false;
+  // Brackets are matched too, only to explain a file that ends inside a block (the parser
+  // would say "unexpected end of file"); any other bracket error is the parser's to word.
+  bool brackets_match = true;
+  auto closer = [](const std::string& open) { return open == "(" ? ")" : open == "[" ? "]" : "}"; };
   for (antlr4::Token* t : tokens.getTokens()) {
-    if (t->getChannel() != antlr4::Token::DEFAULT_CHANNEL || t->getType() == antlr4::Token::EOF) continue;
+    if (t->getType() == ModelLexer::ERRCHAR || t->getType() == ModelLexer::UNTERMINATED_STRING ||
+        t->getType() == ModelLexer::BAD_NUMBER)
+      brackets_match = false;
+    if (t->getType() == antlr4::Token::EOF) {
+      if (!opened.empty() && brackets_match) {
+        antlr4::Token* o = opened.back();
+        diags.error(token_loc(file, t), fmt::format("missing '{}' at the end of the file", closer(o->getText())));
+        diags.note(token_loc(file, o), fmt::format("to close the '{}' opened here", o->getText()));
+        return false;
+      }
+      continue;
+    }
     Class c = t->getType() < cls.size() ? cls[t->getType()] : Other;
     switch (c) {
-      case Open: chains.push_back(0); ++depth; break;
+      case Open: chains.push_back(0); opened.push_back(t); ++depth; break;
       case Close:
-        if (chains.size() > 1) { depth -= 1 + chains.back(); chains.pop_back(); }
+        if (opened.empty() || closer(opened.back()->getText()) != t->getText()) brackets_match = false;
+        if (chains.size() > 1) { depth -= 1 + chains.back(); chains.pop_back(); opened.pop_back(); }
         break;
       case Sign:
         if (!prev_operand) { ++chains.back(); ++depth; }

@@ -72,6 +72,10 @@ void Sema::exec(const ast::Stmt& s) {
         v = SVal::error();
       }
       if (declared_twice(s.names[0], s.name_locs[0])) return;
+      if (auto g = globals_.find(s.names[0]); g != globals_.end()) {
+        diags_.warning(s.name_locs[0], fmt::format("constant '{}' hides the global constant of that name", s.names[0]));
+        diags_.note(g->second.decl, "the global constant is defined here");
+      }
       if (frames_.back().vars.count(s.names[0])) {
         diags_.error(s.name_locs[0], fmt::format("'{}' is already a variable; a constant needs a new name", s.names[0]));
         return;
@@ -83,6 +87,7 @@ void Sema::exec(const ast::Stmt& s) {
     case K::Input: {
       if (in_def) {
         diags_.error(s.loc, "'input' is only allowed in a model, not in a def");
+        bind(s.names[0], SVal::error(), s.name_locs[0], Binding::Kind::Arg);  // no follow-on errors
         return;
       }
       Frame& f = frames_.back();
@@ -109,8 +114,13 @@ void Sema::exec(const ast::Stmt& s) {
       const std::string& name = s.names[0];
       Frame& f = frames_.back();
       if (auto it = f.params_declared.find(name); it != f.params_declared.end()) {
-        diags_.error(s.name_locs[0], fmt::format("duplicate parameter '{}'", name));
-        diags_.note(it->second, "first declared here");
+        if (it->second == s.name_locs[0]) {
+          diags_.error(s.name_locs[0], fmt::format("parameter '{}' is declared again in every iteration of the loop; "
+                                                   "declare it in a def called from the loop, or before the loop", name));
+        } else {
+          diags_.error(s.name_locs[0], fmt::format("duplicate parameter '{}'", name));
+          diags_.note(it->second, "first declared here");
+        }
         return;
       }
       if (declared_twice(name, s.name_locs[0])) return;
@@ -125,6 +135,14 @@ void Sema::exec(const ast::Stmt& s) {
             diags_.error(s.type->loc, fmt::format("parameter '{}' must have a known shape, got {}", name, t->str()));
             ok = false;
             break;
+          }
+        }
+        int64_t count = 1;
+        for (const Dim& d : t->shape) {
+          if (!ok) break;
+          if (__builtin_mul_overflow(count, d.const_value(), &count) || count > kMaxParamElements) {
+            diags_.error(s.type->loc, fmt::format("parameter '{}' is too large: {} has more than {} elements", name, t->str(), kMaxParamElements));
+            ok = false;
           }
         }
         if (ok && !is_float(t->dtype)) {
@@ -158,13 +176,17 @@ void Sema::exec(const ast::Stmt& s) {
     case K::Output: {
       if (in_def) {
         diags_.error(s.loc, "'output' is only allowed in a model; a def returns its result with 'return'");
+        for (const std::string& name : s.names)
+          if (Binding* b = lookup(name)) b->used = true;
         return;
       }
       for (size_t k = 0; k < s.names.size(); ++k) {
         const std::string& name = s.names[k];
         Binding* b = lookup(name);
         if (!b) {
-          diags_.error(s.name_locs[k], fmt::format("unknown name '{}'", name));
+          std::vector<std::string> names;
+          for (const auto& kv : frames_.back().vars) names.push_back(kv.first);
+          diags_.error(s.name_locs[k], fmt::format("unknown name '{}'{}", name, suggest(name, names)));
           continue;
         }
         b->used = true;

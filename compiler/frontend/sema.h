@@ -38,5 +38,6 @@ Elaborated elaborate(const std::vector<const ast::Module*>& modules, const Elabo
 inline constexpr int kMaxCallDepth = 64;         // nested def calls
 inline constexpr int64_t kMaxLoopTrips = 100000; // iterations of one for-loop
 inline constexpr size_t kMaxNodes = 1000000;     // nodes after inlining and unrolling
+inline constexpr int64_t kMaxParamElements = int64_t{1} << 40;  // elements of one parameter
 
 }  // namespace modelc

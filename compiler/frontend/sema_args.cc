@@ -8,22 +8,23 @@
 
 namespace modelc {
 
+// Edits (insert, delete, replace, swap two neighbours) that turn a into b.
 static size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
     for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
   }
-  return row[b.size()];
+  return d[a.size()][b.size()];
 }
 
 std::string Sema::suggest(const std::string& name, const std::vector<std::string>& candidates) const {
+  // A one-letter name is too short for a guess to mean anything.
+  if (name.size() < 2 || name.size() > 64) return "";
   std::string best;
   size_t best_d = std::max<size_t>(1, name.size() / 3) + 1;
   for (const std::string& c : candidates) {
@@ -88,6 +89,11 @@ std::optional<AttrValue> Sema::to_attr(const CallArg& a, const ParamSpec& p, con
     diags_.error(a.loc, fmt::format("argument '{}' of '{}' must be {}, got {}", p.name, callee, want, describe(v)));
     return std::nullopt;
   };
+  auto fail_item = [&](const SVal& item, const char* want) -> std::optional<AttrValue> {
+    diags_.error(item.loc.valid() ? item.loc : a.loc,
+                 fmt::format("each entry of argument '{}' of '{}' must be {}, got {}", p.name, callee, want, describe(item)));
+    return std::nullopt;
+  };
   auto known_int = [&](const SVal& x, int64_t& out) {
     if (x.kind != SVal::Kind::Int || !x.i.is_const()) return false;
     out = x.i.const_value();
@@ -118,7 +124,7 @@ std::optional<AttrValue> Sema::to_attr(const CallArg& a, const ParamSpec& p, con
       if (v.kind != SVal::Kind::List) return fail("a list of integers");
       Ints out;
       for (const SVal& item : v.items) {
-        if (!known_int(item, x)) return fail("a list of known integers");
+        if (!known_int(item, x)) return fail_item(item, "a known integer");
         out.push_back(x);
       }
       return out;
@@ -128,7 +134,7 @@ std::optional<AttrValue> Sema::to_attr(const CallArg& a, const ParamSpec& p, con
       if (v.kind != SVal::Kind::List) return fail("a list of dimensions");
       Shape out;
       for (const SVal& item : v.items) {
-        if (item.kind != SVal::Kind::Int) return fail("a list of dimensions");
+        if (item.kind != SVal::Kind::Int) return fail_item(item, "an integer dimension");
         out.push_back(item.i);
       }
       return out;

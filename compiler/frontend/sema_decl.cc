@@ -103,12 +103,16 @@ static bool match_arg(Sema& s, Sema::Frame& f, const ast::Def& def, const ast::A
 }
 
 SVal Sema::call_def(const ast::Def& def, const std::vector<CallArg>& args, SourceLoc loc, bool checkpoint) {
-  for (const auto& [d, at] : call_stack_) {
-    if (d == &def) {
-      diags_.error(loc, fmt::format("recursive call to '{}' (defs are inlined, so they cannot call themselves)", def.name));
-      diags_.note(def.loc, fmt::format("'{}' defined here", def.name));
-      return SVal::error();
-    }
+  for (size_t k = 0; k < call_stack_.size(); ++k) {
+    if (call_stack_[k].first != &def) continue;
+    std::string chain;
+    for (size_t j = k; j < call_stack_.size(); ++j) chain += call_stack_[j].first->name + " -> ";
+    chain += def.name;
+    diags_.error(loc, k + 1 == call_stack_.size()
+                          ? fmt::format("recursive call to '{}' (defs are inlined, so they cannot call themselves)", def.name)
+                          : fmt::format("recursive call to '{}' through {} (defs are inlined, so they cannot call themselves)", def.name, chain));
+    diags_.note(def.loc, fmt::format("'{}' defined here", def.name));
+    return SVal::error();
   }
   if (call_stack_.size() >= static_cast<size_t>(kMaxCallDepth)) {
     diags_.error(loc, fmt::format("def calls nested too deeply (the limit is {})", kMaxCallDepth));
@@ -162,10 +166,15 @@ SVal Sema::call_def(const ast::Def& def, const std::vector<CallArg>& args, Sourc
 
   call_stack_.emplace_back(&def, loc);
   frames_.push_back(std::move(callee));
+  diags_.push_context(loc, fmt::format("in the call of '{}' here", def.name));
+  int errors_before = diags_.num_errors();
   exec_block(def.body);
+  diags_.pop_context();
   Frame done = std::move(frames_.back());
   frames_.pop_back();
   call_stack_.pop_back();
+  // A body that failed has said why; its result and unused names would only add noise.
+  if (diags_.num_errors() > errors_before) return SVal::error();
   for (const auto& [name, b] : done.vars) {
     if (b.used || b.value.is_error()) continue;
     if (b.kind == Binding::Kind::Arg && done.params_declared.count(name) == 0)
@@ -195,6 +204,14 @@ Elaborated Sema::run() {
       }
       if (OpRegistry::get().find(d.name))
         diags_.warning(d.loc, fmt::format("def '{}' hides the built-in op of that name", d.name));
+      for (size_t a = 0; a < d.args.size(); ++a) {
+        for (size_t b = 0; b < a; ++b) {
+          if (d.args[a].name != d.args[b].name) continue;
+          diags_.error(d.args[a].loc, fmt::format("argument '{}' of '{}' is declared twice", d.args[a].name, d.name));
+          diags_.note(d.args[b].loc, "first declared here");
+          break;
+        }
+      }
       defs_[d.name] = &d;
     }
     for (const ast::Model& md : m->models) {
@@ -233,6 +250,7 @@ Elaborated Sema::run() {
     }
   }
   frames_.clear();
+  if (diags_.has_errors()) return out;
 
   // The model.
   const ast::Model* model = nullptr;
@@ -273,6 +291,11 @@ Elaborated Sema::run() {
       diags_.note(mf.vars[d.name].decl, "first declared here");
       continue;
     }
+    if (auto g = globals_.find(d.name); g != globals_.end()) {
+      diags_.error(d.loc, fmt::format("dimension '{}' has the name of a global constant", d.name));
+      diags_.note(g->second.decl, "the constant is defined here");
+      continue;
+    }
     DimDecl decl{d.name, std::nullopt, d.loc};
     if (auto it = defines.find(d.name); it != defines.end()) {
       defines_used.insert(d.name);
@@ -306,25 +329,27 @@ Elaborated Sema::run() {
 
   exec_block(model->body);
   if (stopped()) return out;
-  for (const auto& [name, b] : frames_.back().vars)
-    if (b.kind == Binding::Kind::Var && !b.used && !b.value.is_error() && !diags_.has_errors())
-      diags_.warning(b.decl, fmt::format("value assigned to '{}' is never used", name));
-  frames_.clear();
-  if (g_->outputs.empty() && !diags_.has_errors()) {
+  // Unused names, inputs and parameters are almost always a mistake; after an error they
+  // are mostly noise (the uses may sit in the expressions that failed). Decided once here,
+  // so that -Werror turning the first warning into an error does not hide the others.
+  const bool clean = !diags_.has_errors();
+  if (g_->outputs.empty() && clean)
     diags_.error(model->loc, fmt::format("model '{}' has no output (name its result with 'output NAME')", model->name));
+  if (clean) {
+    for (const auto& [name, b] : frames_.back().vars)
+      if (b.kind == Binding::Kind::Var && !b.used && !b.value.is_error())
+        diags_.warning(b.decl, fmt::format("value assigned to '{}' is never used", name));
+    std::vector<bool> used(g_->nodes.size(), false);
+    for (const Node& n : g_->nodes)
+      for (const Value& v : n.inputs)
+        if (v.valid()) used[v.node] = true;
+    for (const Graph::Output& o : g_->outputs) used[o.value.node] = true;
+    for (NodeId id : g_->inputs)
+      if (!used[id]) diags_.warning(g_->nodes[id].loc, fmt::format("input '{}' is never used", g_->nodes[id].name));
+    for (NodeId id : g_->params)
+      if (!used[id]) diags_.warning(g_->nodes[id].loc, fmt::format("parameter '{}' is never used", g_->nodes[id].name));
   }
-  // Declared but never used inputs and parameters are almost always a mistake (after an
-  // error they are mostly noise: the uses may sit in the expressions that failed).
-  if (diags_.has_errors()) return out;
-  std::vector<bool> used(g_->nodes.size(), false);
-  for (const Node& n : g_->nodes)
-    for (const Value& v : n.inputs)
-      if (v.valid()) used[v.node] = true;
-  for (const Graph::Output& o : g_->outputs) used[o.value.node] = true;
-  for (NodeId id : g_->inputs)
-    if (!used[id]) diags_.warning(g_->nodes[id].loc, fmt::format("input '{}' is never used", g_->nodes[id].name));
-  for (NodeId id : g_->params)
-    if (!used[id]) diags_.warning(g_->nodes[id].loc, fmt::format("parameter '{}' is never used", g_->nodes[id].name));
+  frames_.clear();
 
   // The train section for this model, if any.
   for (const ast::Module* m : modules_) {

@@ -27,7 +27,7 @@ std::string describe_kind(SVal::Kind k) {
 std::string describe_value(const SVal& v, const Graph& g) {
   switch (v.kind) {
     case SVal::Kind::Int: return v.i.is_const() ? "integer " + v.i.str() : "symbolic dimension " + v.i.str();
-    case SVal::Kind::Float: return fmt::format("float {}", v.f);
+    case SVal::Kind::Float: return "float " + attr_str(v.f);
     case SVal::Kind::Bool: return v.b ? "true" : "false";
     case SVal::Kind::Str: return "a string";
     case SVal::Kind::DType: return "dtype " + std::string(dtype_name(v.dt));
@@ -129,7 +129,14 @@ static SVal fold_numbers(const std::string& op, const SVal& a, const SVal& b, So
 
 SVal Sema::binary(const std::string& op, SVal a, SVal b, SourceLoc loc) {
   if (a.is_error() || b.is_error()) return SVal::error();
-  if (a.is_number() && b.is_number()) return fold_numbers(op, a, b, loc, diags_);
+  if (a.is_number() && b.is_number()) {
+    try {
+      return fold_numbers(op, a, b, loc, diags_);
+    } catch (const DimOverflow& e) {
+      diags_.error(loc, e.what());
+      return SVal::error();
+    }
+  }
   auto usable = [](const SVal& v) { return v.is_number() || v.kind == SVal::Kind::Tensor; };
   if (!usable(a) || !usable(b)) {
     const SVal& bad = usable(a) ? b : a;
@@ -208,6 +215,10 @@ SVal Sema::apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLo
         diags_.error(a->loc, fmt::format("symbolic dimension {} cannot be used as a value", v.i.str()));
         return std::nullopt;
       }
+      if (v.kind == SVal::Kind::Bool && partner && *partner != DType::Bool) {
+        diags_.error(v.loc.valid() ? v.loc : a->loc, fmt::format("'{}' cannot mix true/false with a {} tensor", op.name, dtype_name(*partner)));
+        return std::nullopt;
+      }
       DType t = partner ? *partner : v.kind == SVal::Kind::Float ? DType::F32 : v.kind == SVal::Kind::Bool ? DType::Bool : DType::I32;
       return make_constant(v.number(), t, v.loc.valid() ? v.loc : a->loc).t;
     }
@@ -254,7 +265,13 @@ SVal Sema::apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLo
     attrs.set("key", static_cast<int64_t>(h >> 1));
   }
   InferFailure why;
-  auto id = add_op(*g_, op.kind, inputs, std::move(attrs), loc, &why);
+  std::optional<NodeId> id;
+  try {
+    id = add_op(*g_, op.kind, inputs, std::move(attrs), loc, &why);
+  } catch (const DimOverflow& e) {
+    diags_.error(loc, fmt::format("{} in '{}'", e.what(), op.name));
+    return SVal::error();
+  }
   if (!id) {
     SourceLoc at = loc;
     const CallArg* blamed = why.input >= 0 && static_cast<size_t>(why.input) < input_args.size() ? input_args[static_cast<size_t>(why.input)] : nullptr;
@@ -311,6 +328,7 @@ SVal Sema::eval(const ast::Expr& e) {
       std::vector<std::string> names;
       for (const auto& f : {&frames_.back().vars, &globals_})
         for (const auto& kv : *f) names.push_back(kv.first);
+      for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::Bool}) names.emplace_back(dtype_name(t));
       std::string hint = suggest(e.text, names);
       if (defs_.count(e.text) || OpRegistry::get().find(e.text))
         hint = fmt::format(" ('{}' is a function; call it with parentheses)", e.text);
@@ -330,7 +348,18 @@ SVal Sema::eval(const ast::Expr& e) {
     case K::Unary: {
       SVal x = eval(*e.items[0]);
       if (x.is_error() || e.text == "+") return x;
-      if (x.kind == SVal::Kind::Int) return SVal::integer(-x.i, e.loc);
+      if (x.kind == SVal::Kind::Int) {
+        if (x.i.is_const() && x.i.const_value() == INT64_MIN) {
+          diags_.error(e.loc, "integer overflow in negation");
+          return SVal::error();
+        }
+        try {
+          return SVal::integer(-x.i, e.loc);
+        } catch (const DimOverflow& err) {
+          diags_.error(e.loc, err.what());
+          return SVal::error();
+        }
+      }
       if (x.kind == SVal::Kind::Float) return SVal::real(-x.f, e.loc);
       if (x.kind == SVal::Kind::Tensor)
         return apply_op(op_info(OpKind::Neg), {{x, x.loc, {}, {}}}, e.loc, false);

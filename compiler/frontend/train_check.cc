@@ -165,7 +165,14 @@ bool check_train(Sema& s, const ast::Train& t, TrainConfig& out) {
       return true;
     };
     const std::string& k = e.key;
-    if (k == "data") ok &= call(kData, "data source", out.data);
+    if (k == "data") {
+      ok &= call(kData, "data source", out.data);
+      if (out.data && out.data->kind == "idx" &&
+          out.data->args.s("test_images").empty() != out.data->args.s("test_labels").empty()) {
+        s.diags_.error(e.value->loc, "idx needs both test_images and test_labels, or neither");
+        ok = false;
+      }
+    }
     else if (k == "optimizer") ok &= call(kOptimizers, "optimizer", out.optimizer);
     else if (k == "schedule") ok &= call(kSchedules, "learning-rate schedule", out.schedule);
     else if (k == "batch") ok &= positive_int(out.batch, false);

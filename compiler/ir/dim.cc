@@ -6,6 +6,22 @@
 
 namespace modelc {
 
+namespace {
+
+int64_t checked_add(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) throw DimOverflow();
+  return r;
+}
+
+int64_t checked_mul(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) throw DimOverflow();
+  return r;
+}
+
+}  // namespace
+
 Dim::Dim(int64_t c) {
   if (c != 0) terms_[{}] = c;
 }
@@ -31,14 +47,14 @@ int64_t Dim::const_value() const { return terms_.empty() ? 0 : terms_.begin()->s
 
 Dim operator+(const Dim& a, const Dim& b) {
   Dim r = a;
-  for (const auto& [m, c] : b.terms_) r.terms_[m] += c;
+  for (const auto& [m, c] : b.terms_) r.terms_[m] = checked_add(r.terms_[m], c);
   r.normalize();
   return r;
 }
 
 Dim Dim::operator-() const {
   Dim r = *this;
-  for (auto& t : r.terms_) t.second = -t.second;
+  for (auto& t : r.terms_) t.second = checked_mul(t.second, -1);
   return r;
 }
 
@@ -46,8 +62,13 @@ Dim operator-(const Dim& a, const Dim& b) { return a + (-b); }
 
 static Dim::Monomial mul_monomial(const Dim::Monomial& a, const Dim::Monomial& b) {
   std::map<std::string, int> e;
-  for (const auto& [s, k] : a) e[s] += k;
-  for (const auto& [s, k] : b) e[s] += k;
+  for (const auto* m : {&a, &b}) {
+    for (const auto& [s, k] : *m) {
+      int64_t sum = static_cast<int64_t>(e[s]) + k;
+      if (sum > 1000000) throw DimOverflow();  // no real shape has B**1000000
+      e[s] = static_cast<int>(sum);
+    }
+  }
   Dim::Monomial r;
   for (const auto& [s, k] : e)
     if (k != 0) r.emplace_back(s, k);
@@ -57,7 +78,10 @@ static Dim::Monomial mul_monomial(const Dim::Monomial& a, const Dim::Monomial& b
 Dim operator*(const Dim& a, const Dim& b) {
   Dim r;
   for (const auto& [ma, ca] : a.terms_)
-    for (const auto& [mb, cb] : b.terms_) r.terms_[mul_monomial(ma, mb)] += ca * cb;
+    for (const auto& [mb, cb] : b.terms_) {
+      int64_t& slot = r.terms_[mul_monomial(ma, mb)];
+      slot = checked_add(slot, checked_mul(ca, cb));
+    }
   r.normalize();
   return r;
 }
@@ -69,7 +93,7 @@ std::optional<Dim> Dim::divide(const Dim& a, const Dim& b) {
   const auto& [bm, bc] = *b.terms_.begin();
   Dim r;
   for (const auto& [am, ac] : a.terms_) {
-    if (ac % bc != 0) return std::nullopt;
+    if ((bc == -1 && ac == INT64_MIN) || ac % bc != 0) return std::nullopt;  // INT64_MIN / -1 overflows
     std::map<std::string, int> e;
     for (const auto& [s, k] : am) e[s] += k;
     for (const auto& [s, k] : bm) e[s] -= k;
@@ -78,7 +102,7 @@ std::optional<Dim> Dim::divide(const Dim& a, const Dim& b) {
       if (k < 0) return std::nullopt;
       if (k > 0) m.emplace_back(s, k);
     }
-    r.terms_[m] += ac / bc;
+    r.terms_[m] = checked_add(r.terms_[m], ac / bc);
   }
   r.normalize();
   return r;
@@ -91,9 +115,9 @@ std::optional<int64_t> Dim::evaluate(const std::map<std::string, int64_t>& value
     for (const auto& [s, k] : m) {
       auto it = values.find(s);
       if (it == values.end()) return std::nullopt;
-      for (int i = 0; i < k; ++i) v *= it->second;
+      for (int i = 0; i < k; ++i) v = checked_mul(v, it->second);
     }
-    total += v;
+    total = checked_add(total, v);
   }
   return total;
 }
@@ -134,7 +158,7 @@ std::string Dim::str() const {
   std::string out;
   bool first = true;
   for (const auto& [m, c] : ts) {
-    int64_t mag = c < 0 ? -c : c;
+    uint64_t mag = c < 0 ? 0 - static_cast<uint64_t>(c) : static_cast<uint64_t>(c);
     if (c < 0) out += first ? "-" : "-";
     else if (!first) out += "+";
     first = false;

@@ -9,11 +9,18 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace modelc {
+
+// Thrown when dimension arithmetic leaves int64 (only hostile inputs get there).
+class DimOverflow : public std::overflow_error {
+ public:
+  DimOverflow() : std::overflow_error("integer overflow in dimension arithmetic") {}
+};
 
 class Dim {
  public:

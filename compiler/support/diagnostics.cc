@@ -37,21 +37,40 @@ bool DiagnosticEngine::duplicate(Severity s, SourceLoc loc, const std::string& m
   return last_dropped_;
 }
 
+Diagnostic& DiagnosticEngine::push(Severity sev, SourceLoc loc, std::string message) {
+  diags_.push_back({sev, loc, std::move(message), {}});
+  // The calls it happened in, innermost first; a deep chain keeps its three innermost
+  // calls and the outermost one.
+  auto& ctx = diags_.back().context;
+  for (size_t k = 0; k < context_.size(); ++k) {
+    size_t from_inside = context_.size() - 1 - k;
+    if (context_.size() > 5 && k == 3) {
+      ctx.emplace_back(SourceLoc{}, fmt::format("... {} more calls ...", context_.size() - 4));
+      k = context_.size() - 2;
+      continue;
+    }
+    ctx.push_back(context_[from_inside]);
+  }
+  return diags_.back();
+}
+
 Diagnostic& DiagnosticEngine::error(SourceLoc loc, std::string message) {
   if (duplicate(Severity::Error, loc, message)) return dropped_ = {};
-  if (at_error_limit()) {
+  if (dropping_) {
     last_dropped_ = true;
-    if (!dropping_) {
-      dropping_ = true;
-      diags_.push_back({Severity::Error, {},
-                        fmt::format("too many errors ({}); stopping here", error_limit_), {}});
-    }
-    dropped_ = {};
-    return dropped_;
+    return dropped_ = {};
   }
   ++num_errors_;
-  diags_.push_back({Severity::Error, loc, std::move(message), {}});
-  return diags_.back();
+  Diagnostic& d = push(Severity::Error, loc, std::move(message));
+  if (at_error_limit()) {
+    // Whoever reported this stops at the limit; say so once, after the last error.
+    dropping_ = true;
+    diags_.push_back({Severity::Error, {},
+                      fmt::format("error limit ({}) reached; stopping here (--error-limit 0 shows all)", error_limit_), {}});
+    last_dropped_ = false;
+    return diags_[diags_.size() - 2];
+  }
+  return d;
 }
 
 Diagnostic& DiagnosticEngine::warning(SourceLoc loc, std::string message) {
@@ -66,13 +85,14 @@ Diagnostic& DiagnosticEngine::warning(SourceLoc loc, std::string message) {
     return dropped_ = {};
   }
   ++num_warnings_;
-  diags_.push_back({Severity::Warning, loc, std::move(message), {}});
-  return diags_.back();
+  return push(Severity::Warning, loc, std::move(message));
 }
 
 void DiagnosticEngine::note(SourceLoc loc, std::string message) {
   if (last_dropped_ || diags_.empty()) return;
-  diags_.back().notes.emplace_back(loc, std::move(message));
+  // After the limit line, notes still belong to the error before it.
+  Diagnostic& d = dropping_ && diags_.size() >= 2 ? diags_[diags_.size() - 2] : diags_.back();
+  d.notes.emplace_back(loc, std::move(message));
 }
 
 // Writes the source line and a caret under column `col` (code points; tabs kept so the
@@ -88,7 +108,7 @@ static void render_snippet(std::string& out, const SourceManager& sm, SourceLoc 
     size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
     bool ok = n > 0 && i + n <= text.size();
     for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
-    if (!ok) {
+    if (!ok || (c < 0x20 && c != '\t') || c == 0x7F) {
       out += '?';
       ++i;
       continue;
@@ -112,9 +132,15 @@ std::string DiagnosticEngine::render(const Diagnostic& d) const {
   std::string out = fmt::format("{}: {}: {}\n", sources_.describe(d.loc),
                                 kWord[static_cast<int>(d.severity)], d.message);
   render_snippet(out, sources_, d.loc);
-  for (const auto& [loc, msg] : d.notes) {
-    out += fmt::format("{}: note: {}\n", sources_.describe(loc), msg);
-    render_snippet(out, sources_, loc);
+  for (const auto* list : {&d.notes, &d.context}) {
+    for (const auto& [loc, msg] : *list) {
+      if (!loc.valid()) {
+        out += fmt::format("note: {}\n", msg);
+        continue;
+      }
+      out += fmt::format("{}: note: {}\n", sources_.describe(loc), msg);
+      render_snippet(out, sources_, loc);
+    }
   }
   return out;
 }

@@ -56,6 +56,7 @@ struct Diagnostic {
   SourceLoc loc;
   std::string message;
   std::vector<std::pair<SourceLoc, std::string>> notes;
+  std::vector<std::pair<SourceLoc, std::string>> context;  // the calls it happened in, innermost first
 };
 
 class DiagnosticEngine {
@@ -77,6 +78,11 @@ class DiagnosticEngine {
   bool at_error_limit() const { return error_limit_ > 0 && num_errors_ >= error_limit_; }
   void set_warnings_as_errors(bool on) { werror_ = on; }
 
+  // While a context is pushed, every error and warning gets a note for it (innermost
+  // first): "in the call of 'block' here", so an error inside a def says which call made it.
+  void push_context(SourceLoc loc, std::string message) { context_.emplace_back(loc, std::move(message)); }
+  void pop_context() { context_.pop_back(); }
+
   const std::vector<Diagnostic>& diagnostics() const { return diags_; }
   // Renders every diagnostic, with source lines and carets.
   std::string render() const;
@@ -89,6 +95,8 @@ class DiagnosticEngine {
   int num_errors_ = 0, num_warnings_ = 0, error_limit_ = 20;
   bool werror_ = false, dropping_ = false, last_dropped_ = false;
   std::unordered_set<std::string> seen_;
+  std::vector<std::pair<SourceLoc, std::string>> context_;
+  Diagnostic& push(Severity s, SourceLoc loc, std::string message);
   bool duplicate(Severity s, SourceLoc loc, const std::string& message);
 };
 

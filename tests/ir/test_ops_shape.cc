@@ -71,8 +71,8 @@ TEST(ShapeMatmul, Rule) {
 
 TEST(ShapeMatmul, Errors) {
   expect_error(build_op(OpKind::Matmul, {f32({B, 784}), f32({512, 10})}),
-               "matmul shape mismatch: f32[B,784] @ f32[512,10]", 1);
-  expect_error(build_op(OpKind::Matmul, {f32({C}), f32({T})}), "matmul shape mismatch: f32[C] @ f32[T]", 1);
+               "matmul shape mismatch: f32[B,784] @ f32[512,10] (inner dimensions 784 and 512 differ)", 1);
+  expect_error(build_op(OpKind::Matmul, {f32({C}), f32({T})}), "matmul shape mismatch: f32[C] @ f32[T] (inner dimensions C and T differ)", 1);
   expect_error(build_op(OpKind::Matmul, {f32({2, 3, 4}), f32({5, 4, 6})}),
                "matmul shape mismatch: f32[2,3,4] @ f32[5,4,6]", -1);
   expect_error(build_op(OpKind::Matmul, {f32({B, 3, 4}), f32({T, 4, 6})}),

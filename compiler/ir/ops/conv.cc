@@ -100,8 +100,8 @@ void infer_conv2d(InferCtx& c) {
   const Dim& C = x.shape[1];
   const Dim& O = w.shape[0];
   if (w.shape[1] * Dim(groups) != C)
-    return c.fail(fmt::format("conv2d weight {} with groups {} expects {} input channels, got {}", w.str(), groups,
-                              (w.shape[1] * Dim(groups)).str(), x.str()), 1);
+    return c.fail(fmt::format("conv2d weight {} with groups {} expects {} input channel{}, got {}", w.str(), groups,
+                              (w.shape[1] * Dim(groups)).str(), w.shape[1] * Dim(groups) == Dim(1) ? "" : "s", x.str()), 1);
   if (!Dim::divide(O, Dim(groups)))
     return c.fail_attr(fmt::format("conv2d groups {} does not divide the {} output channels of weight {}", groups,
                                    O.str(), w.str()), "groups");

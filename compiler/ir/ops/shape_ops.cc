@@ -85,7 +85,8 @@ void infer_matmul(InferCtx& c) {
   if (vec_b) sb.push_back(Dim(1));
   std::string mismatch = fmt::format("matmul shape mismatch: {} @ {}", a.str(), b.str());
   // The right operand is the one blamed: `x @ w` usually fails because of w's declaration.
-  if (sa[sa.size() - 1] != sb[sb.size() - 2]) return c.fail(mismatch, 1);
+  if (sa[sa.size() - 1] != sb[sb.size() - 2])
+    return c.fail(fmt::format("{} (inner dimensions {} and {} differ)", mismatch, sa[sa.size() - 1].str(), sb[sb.size() - 2].str()), 1);
   auto batch = broadcast_shapes(Shape(sa.begin(), sa.end() - 2), Shape(sb.begin(), sb.end() - 2));
   if (!batch) return c.fail(mismatch);
   Shape out = *batch;
