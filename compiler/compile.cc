@@ -44,7 +44,9 @@ bool Compilation::load_module(const std::string& path, SourceLoc from, std::vect
   }
   auto id = load_source(path, sources_, diags_, from);
   if (!id) return false;
+  if (from.valid()) diags_.push_context(from, "in the file imported here");
   auto module = parse_module(*id, sources_, diags_);
+  if (from.valid()) diags_.pop_context();
   if (!module) return false;
   const ast::Module* m = module.get();
   modules_.push_back(std::move(module));

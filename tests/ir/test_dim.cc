@@ -34,4 +34,16 @@ TEST(Dim, EvaluateAndSubstitute) {
   EXPECT_EQ(d.substitute({{"T", Dim(4)}}), B * 4 + 3);
 }
 
+TEST(Dim, OverflowThrowsInsteadOfWrapping) {
+  Dim B = Dim::symbol("B");
+  Dim big(int64_t{1} << 62);
+  EXPECT_THROW(big * 4, DimOverflow);
+  EXPECT_THROW(B * big * 4, DimOverflow);
+  EXPECT_THROW(big + big, DimOverflow);
+  EXPECT_THROW(-Dim(INT64_MIN), DimOverflow);
+  EXPECT_THROW((B * big).evaluate({{"B", 4}}), DimOverflow);
+  EXPECT_FALSE(Dim::divide(Dim(INT64_MIN), Dim(-1)));
+  EXPECT_EQ(*Dim::divide(Dim(6), Dim(-1)), Dim(-6));
+}
+
 }  // namespace modelc
