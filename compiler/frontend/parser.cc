@@ -38,7 +38,7 @@ static size_t utf8_len(const std::string& t, size_t i) {
   auto b = [&](size_t k) { return static_cast<unsigned char>(t[k]); };
   unsigned char c = b(i);
   if (c < 0x80) return 1;
-  size_t n = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+  size_t n = c >= 0xF5 ? 0 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
   if (n == 0 || i + n > t.size()) return 0;
   for (size_t k = 1; k < n; ++k)
     if ((b(i + k) & 0xC0) != 0x80) return 0;
@@ -283,8 +283,13 @@ bool check_nesting(uint32_t file, antlr4::CommonTokenStream& tokens, const antlr
 }  // namespace
 
 std::unique_ptr<ast::Module> parse_module(uint32_t file, const SourceManager& sm, DiagnosticEngine& diags) {
-  const std::string& text = sm.text(file);
-  antlr4::ANTLRInputStream input(text.data(), text.size());
+  antlr4::ANTLRInputStream input;
+  try {
+    input.load(sm.text(file));
+  } catch (const std::exception&) {  // load_source checks UTF-8 first; this is a second line of defence
+    diags.error(SourceLoc{file, 0, 0}, "file is not valid UTF-8");
+    return nullptr;
+  }
   ModelLexer lexer(&input);
   lexer.removeErrorListeners();  // every character lexes (ERRCHAR); the parser reports it
   antlr4::CommonTokenStream tokens(&lexer);
@@ -309,8 +314,12 @@ std::unique_ptr<ast::Module> parse_module(uint32_t file, const SourceManager& sm
 }
 
 std::string dump_tokens(uint32_t file, const SourceManager& sm) {
-  const std::string& text = sm.text(file);
-  antlr4::ANTLRInputStream input(text.data(), text.size());
+  antlr4::ANTLRInputStream input;
+  try {
+    input.load(sm.text(file));
+  } catch (const std::exception&) {
+    return "";  // not valid UTF-8: load_source has already said so
+  }
   ModelLexer lexer(&input);
   lexer.removeErrorListeners();
   antlr4::CommonTokenStream tokens(&lexer);
