@@ -6,7 +6,6 @@
 
 namespace modelc {
 
-
 Sema::Sema(const std::vector<const ast::Module*>& modules, const ElaborateOptions& opts,
            const SourceManager& sm, DiagnosticEngine& diags)
     : sm_(sm), diags_(diags), modules_(modules), opts_(opts) {}
@@ -51,8 +50,8 @@ void Sema::exec_block(const std::vector<ast::StmtPtr>& body) {
 
 void Sema::exec(const ast::Stmt& s) {
   using K = ast::Stmt::Kind;
-  // Evaluation may push frames (def calls); frames_ has its capacity reserved up front, so
-  // this reference stays valid, but we still re-read frames_.back() after evaluating.
+  // Evaluation may push frames (def calls), so no reference to frames_.back() is held
+  // across an eval: each use below reads it afresh.
   const bool in_def = frames_.back().def != nullptr;
   auto declared_twice = [&](const std::string& name, SourceLoc loc) {
     Frame& f = frames_.back();
