@@ -14,6 +14,7 @@
 #include "ModelParser.h"
 #include "antlr4-runtime.h"
 #include "compiler/frontend/ast_builder.h"
+#include "compiler/support/utf8.h"
 
 namespace modelc {
 
@@ -31,23 +32,6 @@ static SourceLoc loc_of_offset(uint32_t file, const std::string& text, size_t of
     else if ((c & 0xC0) != 0x80) ++loc.col;
   }
   return loc;
-}
-
-// Length of the valid UTF-8 sequence at text[i], or 0 if it is not valid.
-static size_t utf8_len(const std::string& t, size_t i) {
-  auto b = [&](size_t k) { return static_cast<unsigned char>(t[k]); };
-  unsigned char c = b(i);
-  if (c < 0x80) return 1;
-  size_t n = c >= 0xF5 ? 0 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-  if (n == 0 || i + n > t.size()) return 0;
-  for (size_t k = 1; k < n; ++k)
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-  uint32_t cp = n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
-  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (b(i + k) & 0x3F);
-  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-      (cp >= 0xD800 && cp <= 0xDFFF))
-    return 0;
-  return n;
 }
 
 std::optional<uint32_t> load_source(const std::string& path, SourceManager& sm,
@@ -79,7 +63,7 @@ std::optional<uint32_t> load_source(const std::string& path, SourceManager& sm,
       diags.error(loc_of_offset(id, t, i), "file contains a NUL byte (is it a binary file?)");
       return std::nullopt;
     }
-    size_t n = utf8_len(t, i);
+    size_t n = utf8_sequence_length(t, i);
     if (n == 0) {
       diags.error(loc_of_offset(id, t, i),
                   fmt::format("invalid UTF-8 byte 0x{:02x}", static_cast<unsigned char>(t[i])));
@@ -280,21 +264,38 @@ bool check_nesting(uint32_t file, antlr4::CommonTokenStream& tokens, const antlr
   return true;
 }
 
+// A file's whole token stream (every character lexes: ERRCHAR stands for a stray one, and
+// the parser reports it).
+struct Lexed {
+  antlr4::ANTLRInputStream input;
+  ModelLexer lexer{&input};
+  antlr4::CommonTokenStream tokens{&lexer};
+
+  // nullptr if ANTLR cannot decode the text.
+  static std::unique_ptr<Lexed> of(const std::string& text) {
+    auto l = std::make_unique<Lexed>();
+    try {
+      l->input.load(text);
+    } catch (const std::exception&) {
+      return nullptr;
+    }
+    l->lexer.setInputStream(&l->input);
+    l->lexer.removeErrorListeners();
+    l->tokens.fill();
+    return l;
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<ast::Module> parse_module(uint32_t file, const SourceManager& sm, DiagnosticEngine& diags) {
-  antlr4::ANTLRInputStream input;
-  try {
-    input.load(sm.text(file));
-  } catch (const std::exception&) {  // load_source checks UTF-8 first; this is a second line of defence
+  auto lexed = Lexed::of(sm.text(file));
+  if (!lexed) {  // load_source checks UTF-8 first; this is a second line of defence
     diags.error(SourceLoc{file, 0, 0}, "file is not valid UTF-8");
     return nullptr;
   }
-  ModelLexer lexer(&input);
-  lexer.removeErrorListeners();  // every character lexes (ERRCHAR); the parser reports it
-  antlr4::CommonTokenStream tokens(&lexer);
-  tokens.fill();
-  if (!check_nesting(file, tokens, lexer.getVocabulary(), diags)) return nullptr;
+  antlr4::CommonTokenStream& tokens = lexed->tokens;
+  if (!check_nesting(file, tokens, lexed->lexer.getVocabulary(), diags)) return nullptr;
 
   ModelParser parser(&tokens);
   parser.removeErrorListeners();
@@ -314,19 +315,11 @@ std::unique_ptr<ast::Module> parse_module(uint32_t file, const SourceManager& sm
 }
 
 std::string dump_tokens(uint32_t file, const SourceManager& sm) {
-  antlr4::ANTLRInputStream input;
-  try {
-    input.load(sm.text(file));
-  } catch (const std::exception&) {
-    return "";  // not valid UTF-8: load_source has already said so
-  }
-  ModelLexer lexer(&input);
-  lexer.removeErrorListeners();
-  antlr4::CommonTokenStream tokens(&lexer);
-  tokens.fill();
-  const antlr4::dfa::Vocabulary& voc = lexer.getVocabulary();
+  auto lexed = Lexed::of(sm.text(file));
+  if (!lexed) return "";  // not valid UTF-8: load_source has already said so
+  const antlr4::dfa::Vocabulary& voc = lexed->lexer.getVocabulary();
   std::string out;
-  for (antlr4::Token* t : tokens.getTokens()) {
+  for (antlr4::Token* t : lexed->tokens.getTokens()) {
     if (t->getChannel() != antlr4::Token::DEFAULT_CHANNEL) continue;
     std::string kind = t->getType() == antlr4::Token::EOF ? "EOF" : voc.getSymbolicName(t->getType());
     if (kind.empty()) kind = voc.getLiteralName(t->getType());

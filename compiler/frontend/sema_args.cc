@@ -143,16 +143,21 @@ std::optional<AttrValue> Sema::to_attr(const CallArg& a, const ParamSpec& p, con
   }
 }
 
-bool Sema::bind_attrs(const std::string& callee, const std::vector<ParamSpec>& sig,
-                      const std::vector<CallArg>& args, SourceLoc call_loc, Attrs& out) {
+bool Sema::bind_specs(const std::string& callee, const std::vector<ParamSpec>& sig, const std::vector<CallArg>& args,
+                      SourceLoc call_loc, std::vector<const CallArg*>& out) {
   std::vector<std::string> names;
   std::vector<bool> required;
   for (const ParamSpec& p : sig) {
     names.push_back(p.name);
     required.push_back(!p.has_default);
   }
+  return bind_names(callee, names, required, args, call_loc, {}, out);
+}
+
+bool Sema::bind_attrs(const std::string& callee, const std::vector<ParamSpec>& sig,
+                      const std::vector<CallArg>& args, SourceLoc call_loc, Attrs& out) {
   std::vector<const CallArg*> bound;
-  if (!bind_names(callee, names, required, args, call_loc, {}, bound)) return false;
+  if (!bind_specs(callee, sig, args, call_loc, bound)) return false;
   bool ok = true;
   for (size_t k = 0; k < sig.size(); ++k) {
     if (!bound[k]) {

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <set>
 
 #include "compiler/frontend/sema_impl.h"
 #include "compiler/frontend/train_check.h"
@@ -27,6 +28,9 @@ bool parse_define(const std::string& text, SVal& out) {
   }
   return false;
 }
+
+// A model dimension as a value: its bound size, or its symbol.
+SVal dim_value(const DimDecl& d) { return SVal::integer(d.value ? Dim(*d.value) : Dim::symbol(d.name)); }
 
 }  // namespace
 
@@ -313,8 +317,7 @@ Elaborated Sema::run() {
       }
     }
     g_->dims.push_back(decl);
-    SVal value = SVal::integer(decl.value ? Dim(*decl.value) : Dim::symbol(d.name));
-    mf.vars[d.name] = Binding{Binding::Kind::Dim, value, d.loc, true};
+    mf.vars[d.name] = Binding{Binding::Kind::Dim, dim_value(decl), d.loc, true};
   }
   for (const auto& [name, value] : opts_.defines) {
     if (!defines_used.count(name)) {
@@ -368,7 +371,7 @@ Elaborated Sema::run() {
       }
       frames_.emplace_back();
       for (const DimDecl& d : g_->dims)
-        frames_.back().vars[d.name] = Binding{Binding::Kind::Dim, SVal::integer(d.value ? Dim(*d.value) : Dim::symbol(d.name)), d.loc, true};
+        frames_.back().vars[d.name] = Binding{Binding::Kind::Dim, dim_value(d), d.loc, true};
       TrainConfig cfg;
       if (check_train(*this, t, cfg)) out.train = std::move(cfg);
       frames_.clear();

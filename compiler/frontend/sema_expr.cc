@@ -159,14 +159,8 @@ SVal Sema::make_constant(double v, DType t, SourceLoc loc) {
 }
 
 SVal Sema::apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLoc loc, bool checkpoint) {
-  std::vector<std::string> names;
-  std::vector<bool> required;
-  for (const ParamSpec& p : op.params) {
-    names.push_back(p.name);
-    required.push_back(!p.has_default);
-  }
   std::vector<const CallArg*> bound;
-  if (!bind_names(op.name, names, required, args, loc, {}, bound)) return SVal::error();
+  if (!bind_specs(op.name, op.params, args, loc, bound)) return SVal::error();
   for (const CallArg& a : args)
     if (a.value.is_error()) return SVal::error();
 

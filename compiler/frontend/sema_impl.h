@@ -4,7 +4,6 @@
 #pragma once
 
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -46,6 +45,9 @@ class Sema {
   bool bind_names(const std::string& callee, const std::vector<std::string>& names,
                   const std::vector<bool>& required, const std::vector<CallArg>& args,
                   SourceLoc call_loc, SourceLoc callee_decl, std::vector<const CallArg*>& out);
+  // bind_names for a built-in signature (a parameter with a default is optional).
+  bool bind_specs(const std::string& callee, const std::vector<ParamSpec>& sig, const std::vector<CallArg>& args,
+                  SourceLoc call_loc, std::vector<const CallArg*>& out);
   // Converts a compile-time argument to an attribute of the kind a signature asks for.
   std::optional<AttrValue> to_attr(const CallArg& a, const ParamSpec& p, const std::string& callee);
   // Binds arguments against a signature whose parameters are all compile-time values

@@ -8,10 +8,4 @@ std::optional<NodeId> Graph::find_param(const std::string& n) const {
   return std::nullopt;
 }
 
-std::optional<NodeId> Graph::find_input(const std::string& n) const {
-  for (NodeId id : inputs)
-    if (nodes[id].name == n) return id;
-  return std::nullopt;
-}
-
 }  // namespace modelc

@@ -70,7 +70,6 @@ struct Graph {
     return static_cast<NodeId>(nodes.size() - 1);
   }
   std::optional<NodeId> find_param(const std::string& name) const;
-  std::optional<NodeId> find_input(const std::string& name) const;
 };
 
 }  // namespace modelc

@@ -1,5 +1,7 @@
 #include "compiler/support/diagnostics.h"
 
+#include "compiler/support/utf8.h"
+
 #include <fmt/format.h>
 
 namespace modelc {
@@ -105,10 +107,8 @@ static void render_snippet(std::string& out, const SourceManager& sm, SourceLoc 
   // Bytes that are not valid UTF-8 show as '?', so that the message itself stays valid text.
   for (size_t i = 0; i < text.size();) {
     unsigned char c = static_cast<unsigned char>(text[i]);
-    size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    bool ok = n > 0 && i + n <= text.size();
-    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
-    if (!ok || (c < 0x20 && c != '\t') || c == 0x7F) {
+    size_t n = utf8_sequence_length(text, i);
+    if (n == 0 || (c < 0x20 && c != '\t') || c == 0x7F) {
       out += '?';
       ++i;
       continue;
