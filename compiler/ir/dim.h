@@ -54,6 +54,7 @@ class Dim {
   std::vector<std::string> symbols() const;
 
   std::string str() const;  // "B", "4*C", "B*T+1", "0"
+  const std::map<Monomial, int64_t>& terms() const { return terms_; }
 
  private:
   std::map<Monomial, int64_t> terms_;  // no zero coefficients

@@ -62,6 +62,14 @@ struct Graph {
     SourceLoc loc;
   };
   std::vector<Output> outputs;
+  // A train-step graph's persistent state: optimizer state nodes (op `state`), and the
+  // updates that give params and states their new values once the step has run.
+  std::vector<NodeId> states;
+  struct Update {
+    NodeId target;  // a param or state node
+    Value value;    // its value after the step
+  };
+  std::vector<Update> updates;
 
   const Node& node(NodeId id) const { return nodes.at(id); }
   const TensorType& type(Value v) const { return nodes.at(v.node).outputs.at(v.index); }

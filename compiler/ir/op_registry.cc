@@ -206,6 +206,8 @@ OpRegistry::OpRegistry() {
   register_shape_ops(*this);
   register_nn_ops(*this);
   register_conv_ops(*this);
+  register_gradients(*this);
+  register_scalar_defs(*this);
   for (const OpInfo& op : ops_) {
     if (!op.infer || !op.reference)
       throw InternalError(fmt::format("op '{}' is registered without a shape rule or reference", op.name));

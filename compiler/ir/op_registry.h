@@ -6,6 +6,10 @@
 //   infer      its shape and dtype rule (may canonicalise attributes, e.g. axis -1 -> 2)
 //   reference  its semantics in double precision, for the reference interpreter
 //   unary/binary  the scalar function of an elementwise op (the reference maps it)
+//   grad       its gradient, built from other ops (compiler/ir/grad.h; registered in
+//              compiler/ir/grads/*.cc)
+//   scalar     an elementwise op's scalar definition in code generation's primitive
+//              language (compiler/codegen/scalar.h), per attributes
 //
 // Entries are written in compiler/ir/ops/*.cc, one file per op family.
 #pragma once
@@ -82,6 +86,11 @@ struct RefCtx {
 
 using InferFn = std::function<void(InferCtx&)>;
 using RefFn = std::function<void(RefCtx&)>;
+struct GradCtx;  // compiler/ir/grad.h
+using GradFn = std::function<void(GradCtx&)>;
+// The scalar definition of an elementwise op for code generation, given the node's
+// attributes: an expression over the inputs x (unary) or a, b (binary), c, a, b (where).
+using ScalarFn = std::function<std::string(const Attrs&)>;
 using UnaryFn = double (*)(double);
 using BinaryFn = double (*)(double, double);
 
@@ -95,6 +104,8 @@ struct OpInfo {
   RefFn reference;
   UnaryFn unary = nullptr;    // elementwise unary ops
   BinaryFn binary = nullptr;  // elementwise binary ops
+  GradFn grad;                // empty: not differentiable (comparisons, sources, ...)
+  ScalarFn scalar;            // elementwise ops: the definition code generation compiles
   std::string summary;        // one line for --help and docs
   bool callable = true;       // false for input/param/constant (not callable by name)
 };
@@ -116,6 +127,8 @@ class OpRegistry {
     Builder& reference(RefFn f) { info_.reference = std::move(f); return *this; }
     Builder& unary(UnaryFn f) { info_.unary = f; return *this; }
     Builder& binary(BinaryFn f) { info_.binary = f; return *this; }
+    Builder& grad(GradFn f) { info_.grad = std::move(f); return *this; }
+    Builder& scalar(ScalarFn f) { info_.scalar = std::move(f); return *this; }
     Builder& summary(std::string s) { info_.summary = std::move(s); return *this; }
     Builder& internal() { info_.callable = false; return *this; }
 
@@ -159,5 +172,9 @@ void register_reduce_ops(OpRegistry& r);
 void register_shape_ops(OpRegistry& r);
 void register_nn_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
+// Run after the families: gradients (compiler/ir/grads/*.cc) and the scalar definitions
+// code generation compiles (compiler/ir/ops/scalar_defs.cc).
+void register_gradients(OpRegistry& r);
+void register_scalar_defs(OpRegistry& r);
 
 }  // namespace modelc

@@ -1,0 +1,30 @@
+// Symbolic sizes of the IR (Dim) as the runtime's SizeExpr, over a growing symbol table.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/ir/dim.h"
+#include "runtime/program.h"
+
+namespace modelc {
+
+class SymbolTable {
+ public:
+  // The id of a symbol, added on first use.
+  uint32_t id(const std::string& name);
+  const std::vector<std::string>& names() const { return names_; }
+  rt::SizeExpr size(const Dim& d);                 // throws InternalError on a power > 1 overflow
+  std::vector<rt::SizeExpr> shape(const Shape& s);
+  // Product of a shape's dims, and row-major strides, as sizes.
+  rt::SizeExpr numel(const Shape& s);
+  std::vector<rt::SizeExpr> strides(const Shape& s);
+
+ private:
+  std::vector<std::string> names_;
+};
+
+// Arithmetic on sizes (exact polynomials, like Dim).
+rt::SizeExpr size_mul(const rt::SizeExpr& a, const rt::SizeExpr& b);
+
+}  // namespace modelc

@@ -1,0 +1,155 @@
+// The Program: everything the runtime needs to train and evaluate a model, and nothing of
+// the compiler. The compiler's code generator fills one in (compiler/codegen/lower.h);
+// the runtime owns the format, so this header is the only arrow between the two halves,
+// and it points from the compiler to the runtime.
+//
+// A Program holds buffers (tensors with shapes that may depend on symbols such as the batch
+// size), host kernels (machine code with one fixed ABI), and functions: ordered lists of
+// instructions over the buffers ("train_step", "eval"). Parameters and optimizer state are
+// persistent buffers shared by all functions; a function's `updates` copy its new values
+// into them after it ran.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace modelc::rt {
+
+// Element types, in the order of the compiler's DType (the lowering converts by value).
+enum class ElemType : uint8_t { F32, F16, BF16, I32, Bool };
+size_t elem_bytes(ElemType t);    // 4, 2, 2, 4, 1 (bool is one byte, 0 or 1)
+const char* elem_name(ElemType t);  // "f32", ...
+
+// A size that depends on the program's symbols: sum of coef * (product of symbols).
+// Symbol ids index Program::symbols.
+struct SizeExpr {
+  struct Term {
+    int64_t coef = 0;
+    std::vector<uint32_t> symbols;  // empty: a constant term
+  };
+  std::vector<Term> terms;  // no terms: 0
+
+  static SizeExpr constant(int64_t c);
+  static SizeExpr symbol(uint32_t id);
+  bool is_constant() const;
+  // Throws std::runtime_error on overflow or a symbol id out of range.
+  int64_t eval(std::span<const int64_t> symbol_values) const;
+  std::string str(const std::vector<std::string>& symbol_names) const;  // "64*B + 1"
+};
+
+enum class BufferRole : uint8_t {
+  Input,   // fed by the caller each call (a batch, or a runtime scalar such as $lr)
+  Param,   // persistent, trainable, initialised from `init`, saved in checkpoints
+  State,   // persistent optimizer state, zero-initialised, saved in checkpoints
+  Output,  // produced by a function and returned to the caller
+  Temp     // produced and consumed inside one call
+};
+
+// How a parameter starts. The compiler reduces kaiming/xavier to normal/uniform with the
+// bounds computed, so the runtime only knows these four.
+struct Init {
+  enum class Kind : uint8_t { Zeros, Ones, Normal, Uniform } kind = Kind::Zeros;
+  double a = 0, b = 0;  // normal: mean, std; uniform: low, high
+};
+
+struct BufferDesc {
+  std::string name;  // inputs, params, states, outputs: their names; temps: a short label
+  ElemType type = ElemType::F32;
+  std::vector<SizeExpr> shape;
+  BufferRole role = BufferRole::Temp;
+  Init init;  // params only
+};
+
+// The ABI of every host kernel: process work items [begin, end) of the kernel's extent.
+// `buffers` are the instruction's inputs then outputs (data pointers); `sizes` is the
+// instruction's size table evaluated under the current symbol values.
+using HostKernelFn = void (*)(void* const* buffers, const int64_t* sizes, int64_t begin, int64_t end);
+
+struct KernelDesc {
+  std::string name;           // e.g. "k12_add"; shown by profiles
+  HostKernelFn host = nullptr;
+  std::string source;         // the kernel's target-neutral IR text, for dumps and the GPU path
+};
+
+constexpr uint32_t kNoBuffer = UINT32_MAX;
+
+struct Instr {
+  enum class Kind : uint8_t { Kernel, Library } kind = Kind::Kernel;
+  uint32_t kernel = 0;                 // Kernel: index into Program::kernels
+  std::string op;                      // Library: the library op ("matmul", "conv2d", ...)
+  std::vector<uint32_t> inputs;        // buffer ids (kNoBuffer: an absent optional input)
+  std::vector<uint32_t> outputs;       // buffer ids
+  std::vector<SizeExpr> sizes;         // Kernel: its size table
+  SizeExpr extent;                     // Kernel: the number of work items
+  int64_t grain = 1;                   // Kernel: the smallest chunk of work items worth a thread
+  std::map<std::string, std::vector<int64_t>> ints;  // Library: attributes
+  std::map<std::string, double> floats;              // Library: attributes
+  std::string where;                   // source location "models/x.model:12:5", for messages
+};
+
+// One feed slot of a function: micro-batch `micro` of the caller's input `name` (the
+// caller's batch is split along dim 0 into Function::micro_batches equal parts).
+struct Feed {
+  std::string name;
+  uint32_t micro = 0;
+  uint32_t buffer = kNoBuffer;
+};
+
+struct Function {
+  std::string name;  // "train_step", "eval"
+  std::vector<Instr> instrs;
+  std::vector<Feed> feeds;
+  uint32_t micro_batches = 1;
+  std::vector<std::pair<std::string, uint32_t>> outputs;  // "loss", "logits", ...
+  std::vector<std::pair<uint32_t, uint32_t>> updates;     // (new value, persistent buffer)
+};
+
+// The training settings of the model's `train` section, for the runtime's loop.
+struct DataSpec {
+  std::string kind;  // "idx", "csv", "text", "tokens"
+  std::map<std::string, std::string> strs;
+  std::map<std::string, int64_t> ints;  // bools as 0/1
+  std::map<std::string, double> floats;
+};
+
+struct Schedule {
+  std::string kind = "constant";  // "constant", "step", "cosine"
+  double lr = 1e-3;
+  int64_t warmup = 0;   // cosine: linear warm-up steps
+  int64_t every = 0;    // step: decay period in steps
+  double gamma = 0.1;   // step: decay factor
+  double min_lr = 0.0;  // cosine: the floor
+  // The learning rate for 0-based step `step` of `total` steps.
+  double lr_at(int64_t step, int64_t total) const;
+};
+
+struct TrainSettings {
+  std::optional<DataSpec> data;
+  std::string optimizer;  // "sgd", "adam", "adamw"
+  Schedule schedule;
+  int64_t batch = 32, epochs = 0, steps = 0, seed = 0, accumulate = 1, eval_every = 0;
+  double validation = 0.0;  // fraction held out when the data has no test split
+  double clip_grad_norm = 0.0;  // 0: off
+};
+
+struct Program {
+  std::string model;
+  // Symbols sizes and kernels depend on: the model's free dims (e.g. "B"), bound from the
+  // shapes of the fed inputs, then "$seed" and "$step", bound by the session.
+  std::vector<std::string> symbols;
+  std::vector<BufferDesc> buffers;
+  std::vector<KernelDesc> kernels;
+  std::vector<Function> functions;
+  TrainSettings train;
+  std::shared_ptr<void> code;  // keeps the kernels' machine code alive
+
+  const Function* function(const std::string& name) const;
+  std::optional<uint32_t> symbol_id(const std::string& name) const;
+};
+
+}  // namespace modelc::rt
