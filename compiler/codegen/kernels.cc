@@ -1,0 +1,209 @@
+// The kernel compiler's host path: which ops it handles, emission of a body and its host
+// loop per node, and compilation with ORC LLJIT (O3 with the loop and SLP vectorizers, for
+// the host CPU and its features).
+#include "compiler/codegen/kernels.h"
+
+#include <mutex>
+
+#include <fmt/format.h>
+#include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include "compiler/codegen/kernel_emit.h"
+#include "compiler/codegen/kernels_impl.h"
+#include "compiler/ir/op_registry.h"
+
+namespace modelc {
+namespace {
+
+template <class T>
+T checked(llvm::Expected<T> v, const char* what) {
+  if (!v) throw InternalError(fmt::format("kernel compiler: {}: {}", what, llvm::toString(v.takeError())));
+  return std::move(*v);
+}
+
+void check(llvm::Error e, const char* what) {
+  if (e) throw InternalError(fmt::format("kernel compiler: {}: {}", what, llvm::toString(std::move(e))));
+}
+
+// The ops with their own emitter (everything else with a scalar definition is generic).
+bool special_op(OpKind k) {
+  static const OpKind ops[] = {OpKind::Cast, OpKind::Dropout, OpKind::CausalMask, OpKind::OneHot,
+                               OpKind::Sum, OpKind::Mean, OpKind::Max, OpKind::Softmax,
+                               OpKind::LogSoftmax, OpKind::LayerNorm, OpKind::CrossEntropy};
+  for (OpKind o : ops)
+    if (o == k) return true;
+  return false;
+}
+
+bool supported_dtype(DType t) { return t == DType::F32 || t == DType::I32 || t == DType::Bool; }
+
+std::string function_text(const llvm::Function* f) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  f->print(os);
+  return s;
+}
+
+}  // namespace
+
+void optimize_module(llvm::Module& m, llvm::TargetMachine* tm, bool libmvec) {
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = true;
+  pto.SLPVectorization = true;
+  pto.LoopUnrolling = true;
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(tm, pto);
+  if (libmvec) {
+    llvm::TargetLibraryInfoImpl tlii(llvm::Triple(m.getTargetTriple()));
+    tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86, llvm::Triple(m.getTargetTriple()));
+    fam.registerPass([tlii] { return llvm::TargetLibraryAnalysis(tlii); });
+  }
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+}
+
+KernelCompiler::Impl::Impl(SymbolTable& s)
+    : symbols(s), tsc(std::make_unique<llvm::LLVMContext>()),
+      module(std::make_unique<llvm::Module>("modelc_kernels", *tsc.getContext())) {}
+
+llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const std::string& name) {
+  llvm::LLVMContext& ctx = m.getContext();
+  llvm::IRBuilder<> b(ctx);
+  llvm::Type* ptr = b.getPtrTy();
+  auto* ty = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, b.getInt64Ty(), b.getInt64Ty()}, false);
+  auto* f = llvm::Function::Create(ty, llvm::Function::ExternalLinkage, name, m);
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  for (unsigned a : {0u, 1u}) {
+    f->addParamAttr(a, llvm::Attribute::NoAlias);
+    f->addParamAttr(a, llvm::Attribute::ReadOnly);
+    f->addParamAttr(a, llvm::Attribute::NoCapture);
+  }
+  llvm::Value *buffers = f->getArg(0), *sizes = f->getArg(1), *begin = f->getArg(2), *end = f->getArg(3);
+  buffers->setName("buffers");
+  sizes->setName("sizes");
+  begin->setName("begin");
+  end->setName("end");
+  auto* entry = llvm::BasicBlock::Create(ctx, "entry", f);
+  auto* loop = llvm::BasicBlock::Create(ctx, "loop", f);
+  auto* exit = llvm::BasicBlock::Create(ctx, "exit", f);
+  b.SetInsertPoint(entry);
+  b.CreateCondBr(b.CreateICmpSLT(begin, end), loop, exit);
+  b.SetInsertPoint(loop);
+  llvm::PHINode* i = b.CreatePHI(b.getInt64Ty(), 2, "i");
+  i->addIncoming(begin, entry);
+  b.CreateCall(body, {i, buffers, sizes});
+  llvm::Value* next = b.CreateAdd(i, b.getInt64(1), "", true, true);
+  i->addIncoming(next, loop);
+  b.CreateCondBr(b.CreateICmpSLT(next, end), loop, exit);
+  b.SetInsertPoint(exit);
+  b.CreateRetVoid();
+  return f;
+}
+
+KernelCompiler::KernelCompiler(SymbolTable& symbols) : impl_(std::make_unique<Impl>(symbols)) {}
+KernelCompiler::~KernelCompiler() = default;
+
+bool KernelCompiler::handles(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  if (n.outputs.size() != 1) return false;
+  for (const Value& v : n.inputs)
+    if (v.valid() && !supported_dtype(g.type(v).dtype)) return false;
+  if (!supported_dtype(n.outputs[0].dtype)) return false;
+  const OpInfo& info = op_info(n.op);
+  if (special_op(n.op)) return true;
+  return info.scalar && (info.fusion == FusionKind::Elementwise || info.fusion == FusionKind::Broadcast);
+}
+
+EmittedKernel KernelCompiler::emit(const Graph& g, NodeId id) {
+  Impl& im = *impl_;
+  if (im.finished) throw InternalError("kernel compiler: emit() after finish()");
+  if (!handles(g, id))
+    throw InternalError(fmt::format("kernel compiler: no kernel for node {} ({})", id, op_name(g.node(id).op)));
+  const Node& n = g.node(id);
+  const auto index = static_cast<uint32_t>(im.kernels.size());
+  std::string name = fmt::format("k{}_{}", index, op_name(n.op));
+  KernelBuilder kb(*im.module, im.symbols, name + ".body");
+  rt::SizeExpr extent;
+  if (n.op == OpKind::Sum || n.op == OpKind::Mean || n.op == OpKind::Max) extent = emit_reduction(kb, g, id);
+  else if (op_info(n.op).fusion == FusionKind::Reduction) extent = emit_row_op(kb, g, id);
+  else extent = emit_elementwise(kb, g, id);
+  kb.finish();
+  llvm::Function* host = emit_host_wrapper(*im.module, kb.fn, name);
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyFunction(*kb.fn, &os) || llvm::verifyFunction(*host, &os))
+    throw InternalError(fmt::format("kernel compiler: invalid IR for {}: {}\n{}", name, err, function_text(kb.fn)));
+  im.kernels.push_back({name, kb.fn});
+  return EmittedKernel{index, std::move(kb.sizes), std::move(extent), kb.grain};
+}
+
+std::string KernelCompiler::module_text() const {
+  if (impl_->finished) return impl_->final_text;
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  impl_->module->print(os, nullptr);
+  return s;
+}
+
+std::vector<rt::KernelDesc> KernelCompiler::finish(std::shared_ptr<void>& code) {
+  Impl& im = *impl_;
+  if (im.finished) throw InternalError("kernel compiler: finish() called twice");
+  static std::once_flag init;
+  std::call_once(init, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  std::vector<rt::KernelDesc> out;
+  for (const Impl::Kernel& k : im.kernels) {
+    rt::KernelDesc d;
+    d.name = k.name;
+    d.source = function_text(k.body) + "\n" + function_text(im.module->getFunction(k.name));
+    out.push_back(std::move(d));
+  }
+  im.final_text = module_text();
+  im.finished = true;
+
+  auto jtmb = checked(llvm::orc::JITTargetMachineBuilder::detectHost(), "host detection");
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  std::unique_ptr<llvm::TargetMachine> tm = checked(jtmb.createTargetMachine(), "host target machine");
+  im.module->setDataLayout(tm->createDataLayout());
+  im.module->setTargetTriple(tm->getTargetTriple().str());
+  std::unique_ptr<llvm::orc::LLJIT> jit =
+      checked(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(), "LLJIT");
+  // libm (expf, tanhf, erff, powf, ...) from the process, and glibc's vector math library
+  // where it exists, so that loops over exp/log/pow vectorize (libmvec: <= 4 ulp).
+  const char prefix = jit->getDataLayout().getGlobalPrefix();
+  jit->getMainJITDylib().addGenerator(
+      checked(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix), "process symbols"));
+  auto mvec = llvm::orc::DynamicLibrarySearchGenerator::Load("libmvec.so.1", prefix);
+  const bool veclib = static_cast<bool>(mvec) && tm->getTargetTriple().getArch() == llvm::Triple::x86_64;
+  if (veclib) jit->getMainJITDylib().addGenerator(std::move(*mvec));
+  else llvm::consumeError(mvec.takeError());
+
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyModule(*im.module, &os)) throw InternalError("kernel compiler: invalid module: " + err);
+  optimize_module(*im.module, tm.get(), veclib);
+  check(jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(im.module), im.tsc)), "adding the module");
+  for (rt::KernelDesc& d : out)
+    d.host = checked(jit->lookup(d.name), "kernel lookup").toPtr<rt::HostKernelFn>();
+  code = std::shared_ptr<llvm::orc::LLJIT>(std::move(jit));
+  return out;
+}
+
+}  // namespace modelc

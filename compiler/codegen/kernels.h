@@ -1,0 +1,64 @@
+// The kernel compiler: one LLVM kernel per elementwise / reduction / row op node, compiled
+// for the host with ORC LLJIT.
+//
+// Each kernel is a target-neutral body `void body(i64 i, ptr buffers, ptr sizes)` that
+// processes one work item, plus a wrapper that knows the target: on the host a loop over
+// [begin, end) with the body inlined (so it vectorizes), exposed with the runtime's ABI
+// (rt::HostKernelFn); for NVPTX, a kernel that takes its index from the thread id (ptx()).
+// Buffers at run time: the node's inputs in order (nullptr for an absent optional input),
+// then its outputs. Sizes that depend on symbols come from the kernel's size table.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/sizes.h"
+#include "compiler/ir/graph.h"
+#include "runtime/program.h"
+
+namespace modelc {
+
+struct EmittedKernel {
+  uint32_t kernel;                   // index into the vector finish() returns
+  std::vector<rt::SizeExpr> sizes;   // the size table the kernel reads
+  rt::SizeExpr extent;               // work items
+  int64_t grain;                     // smallest worthwhile chunk of work items
+};
+
+class KernelCompiler {
+ public:
+  explicit KernelCompiler(SymbolTable& symbols);
+  ~KernelCompiler();
+  KernelCompiler(const KernelCompiler&) = delete;
+  KernelCompiler& operator=(const KernelCompiler&) = delete;
+
+  // True for the ops this compiler emits, with f32 / i32 / bool tensors only: every op with
+  // a scalar definition in the registry whose fusion kind is elementwise or broadcast, and
+  // cast, dropout, causal_mask, one_hot, sum/mean/max, softmax, log_softmax, layer_norm,
+  // cross_entropy.
+  static bool handles(const Graph& g, NodeId id);
+  // Emits node id's kernel. Throws InternalError for a node handles() refuses.
+  // Semantics beyond the reference: dropout is always in training mode (an eval lowering
+  // drops the node); cross_entropy with a target outside [0, C) gives NaN.
+  EmittedKernel emit(const Graph& g, NodeId id);
+  // Compiles everything emitted with ORC LLJIT for the host (O3, vectorized, host CPU and
+  // features), returns the kernels in order (name, host fn pointer, IR text) and stores the
+  // owner of the machine code (the LLJIT) in `code`. The compiler is spent afterwards.
+  std::vector<rt::KernelDesc> finish(std::shared_ptr<void>& code);
+  std::string module_text() const;  // the LLVM IR of everything emitted so far
+
+  // The same kernels for NVPTX (compiler/codegen/nvptx.cc): the module rebuilt with the
+  // nvptx64-nvidia-cuda triple, each body behind a kernel `NAME(buffers, sizes, begin, end)`
+  // whose thread handles work item begin + ctaid.x * ntid.x + tid.x; returns PTX for `sm`
+  // (e.g. "sm_80"). Call before finish(). Ops that call libm (tanh, erf, pow; exp and log
+  // where the backend expands them to calls) need libdevice, which is not linked yet.
+  std::string ptx(const std::string& sm = "sm_80") const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace modelc

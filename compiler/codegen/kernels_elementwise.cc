@@ -1,0 +1,170 @@
+// Elementwise kernels: one output element per work item. The ops with a scalar definition
+// in the registry (with numpy broadcasting of their inputs), and the elementwise ops whose
+// body is not a scalar function of the inputs: cast, dropout (Philox), causal_mask, one_hot.
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "compiler/codegen/kernel_emit.h"
+#include "compiler/codegen/scalar.h"
+#include "compiler/ir/op_registry.h"
+#include "runtime/philox.h"
+
+namespace modelc {
+namespace {
+
+
+// The flat offset of every input's element for output element i under numpy broadcasting.
+// Output dims of extent 1 are dropped and neighbouring dims that every input treats alike
+// (varying or broadcast) are merged, so [B,784] + [784] indexes the bias with i % 784.
+std::vector<llvm::Value*> broadcast_offsets(KernelBuilder& kb, const Graph& g, const Node& n) {
+  const Shape& os = n.outputs[0].shape;
+  const size_t nin = n.inputs.size();
+  std::vector<llvm::Value*> offs(nin, kb.index);
+  std::vector<const Shape*> ins;
+  bool all_same = true;
+  for (size_t k = 0; k < nin; ++k) {
+    ins.push_back(&g.type(n.inputs[k]).shape);
+    all_same = all_same && *ins.back() == os;
+  }
+  if (all_same) return offs;
+
+  // Groups of merged output dims: extent and, per input, whether it varies along them.
+  std::vector<Dim> extent;
+  std::vector<std::vector<bool>> varies;  // [group][input]
+  for (size_t d = 0; d < os.size(); ++d) {
+    if (os[d] == Dim(1)) continue;
+    std::vector<bool> col(nin);
+    for (size_t k = 0; k < nin; ++k) {
+      size_t lead = os.size() - ins[k]->size();
+      col[k] = d >= lead && (*ins[k])[d - lead] != Dim(1);
+    }
+    if (!varies.empty() && varies.back() == col) {
+      extent.back() = extent.back() * os[d];
+    } else {
+      extent.push_back(os[d]);
+      varies.push_back(col);
+    }
+  }
+  const size_t ng = extent.size();
+  // Coordinates of i over the groups (the first group takes what remains).
+  std::vector<llvm::Value*> coord(ng);
+  llvm::Value* rest = kb.index;
+  for (size_t j = ng; j-- > 0;) {
+    if (j == 0) { coord[j] = rest; break; }
+    llvm::Value* m = kb.size(extent[j]);
+    coord[j] = kb.rem(rest, m);
+    rest = kb.div(rest, m);
+  }
+  for (size_t k = 0; k < nin; ++k) {
+    if (*ins[k] == os) continue;
+    llvm::Value* off = kb.c64(0);
+    Dim stride = 1;
+    for (size_t j = ng; j-- > 0;) {
+      if (!varies[j][k]) continue;
+      off = kb.b.CreateAdd(off, kb.b.CreateMul(coord[j], kb.size(stride)));
+      stride = stride * extent[j];
+    }
+    offs[k] = off;
+  }
+  return offs;
+}
+
+// Philox4x32-10 in IR, exactly as runtime/philox.h computes it.
+std::array<llvm::Value*, 4> philox(llvm::IRBuilder<>& b, std::array<llvm::Value*, 4> c, std::array<llvm::Value*, 2> k) {
+  auto mulhilo = [&](uint32_t m, llvm::Value* x) {
+    llvm::Value* p = b.CreateMul(b.getInt64(m), b.CreateZExt(x, b.getInt64Ty()));
+    return std::pair{b.CreateTrunc(b.CreateLShr(p, 32), b.getInt32Ty()), b.CreateTrunc(p, b.getInt32Ty())};
+  };
+  using namespace philox_detail;
+  for (int r = 0; r < 10; ++r) {
+    if (r > 0) {
+      k[0] = b.CreateAdd(k[0], b.getInt32(kW0));
+      k[1] = b.CreateAdd(k[1], b.getInt32(kW1));
+    }
+    auto [hi0, lo0] = mulhilo(kM0, c[0]);
+    auto [hi1, lo1] = mulhilo(kM1, c[2]);
+    c = {b.CreateXor(b.CreateXor(hi1, c[1]), k[0]), lo1, b.CreateXor(b.CreateXor(hi0, c[3]), k[1]), lo0};
+  }
+  return c;
+}
+
+std::pair<llvm::Value*, llvm::Value*> split64(llvm::IRBuilder<>& b, llvm::Value* v) {
+  return {b.CreateTrunc(v, b.getInt32Ty()), b.CreateTrunc(b.CreateLShr(v, 32), b.getInt32Ty())};
+}
+
+// dropout in training mode: keep when dropout_uniform(seed, key, step, i) >= p, scaled by
+// 1/(1-p). Seed and step come from the size table ($seed, $step); the site key is hoisted
+// out of the host loop by the optimiser (it depends on the seed only).
+llvm::Value* emit_dropout(KernelBuilder& kb, const Node& n, llvm::Value* x) {
+  auto& b = kb.b;
+  double p = n.attrs.f("p");
+  auto key = static_cast<uint64_t>(n.attrs.has("key") ? n.attrs.i("key") : 0);
+  llvm::Value* seed = kb.size(rt::SizeExpr::symbol(kb.symbols.id("$seed")));
+  llvm::Value* step = kb.size(rt::SizeExpr::symbol(kb.symbols.id("$step")));
+  auto [slo, shi] = split64(b, seed);
+  auto site = philox(b, {b.getInt32(static_cast<uint32_t>(key)), b.getInt32(static_cast<uint32_t>(key >> 32)),
+                         b.getInt32(0), b.getInt32(0)}, {slo, shi});
+  auto [ilo, ihi] = split64(b, kb.index);
+  auto [tlo, thi] = split64(b, step);
+  llvm::Value* bits = philox(b, {ilo, ihi, tlo, thi}, {site[0], site[1]})[0];
+  llvm::Value* u = b.CreateFMul(b.CreateUIToFP(b.CreateLShr(bits, 8), b.getFloatTy()),
+                          llvm::ConstantFP::get(b.getFloatTy(), 1.0 / 16777216.0));
+  // The comparison in double, like the reference's float-vs-double p.
+  llvm::Value* keep = b.CreateFCmpOGE(b.CreateFPExt(u, b.getDoubleTy()), llvm::ConstantFP::get(b.getDoubleTy(), p));
+  llvm::Value* scaled = b.CreateFMul(x, llvm::ConstantFP::get(b.getFloatTy(), 1.0 / (1.0 - p)));
+  return b.CreateSelect(keep, scaled, llvm::ConstantFP::get(b.getFloatTy(), 0.0));
+}
+
+}  // namespace
+
+rt::SizeExpr emit_elementwise(KernelBuilder& kb, const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  const TensorType& out = n.outputs.at(0);
+  const size_t nin = n.inputs.size();
+  auto& b = kb.b;
+  llvm::Value* i = kb.index;
+  auto in_type = [&](size_t k) { return g.type(n.inputs.at(k)).dtype; };
+  llvm::Value* v = nullptr;
+  switch (n.op) {
+    case OpKind::Cast:
+      v = kb.load(in_type(0), 0, i);
+      break;
+    case OpKind::Dropout:
+      v = emit_dropout(kb, n, kb.load(in_type(0), 0, i));
+      break;
+    case OpKind::CausalMask: {
+      // Key j is masked for query q when j > q + (Tk - Tq) (queries aligned to the last keys).
+      const Shape& s = out.shape;
+      llvm::Value* tk = kb.size(s[s.size() - 1]);
+      llvm::Value* tq = kb.size(s[s.size() - 2]);
+      llvm::Value* j = kb.rem(i, tk);
+      llvm::Value* q = kb.rem(kb.div(i, tk), tq);
+      llvm::Value* masked = b.CreateICmpSGT(j, b.CreateAdd(q, b.CreateSub(tk, tq)));
+      v = b.CreateSelect(masked, llvm::ConstantFP::getInfinity(b.getFloatTy(), true), kb.load(in_type(0), 0, i));
+      break;
+    }
+    case OpKind::OneHot: {
+      // out[pos, cls] = ids[pos] == cls; an id out of range matches no class (a zero row).
+      llvm::Value* classes = kb.c64(n.attrs.i("classes"));
+      llvm::Value* idv = b.CreateSExt(kb.load(DType::I32, 0, kb.div(i, classes)), kb.i64());
+      v = b.CreateICmpEQ(idv, kb.rem(i, classes));
+      break;
+    }
+    default: {
+      const OpInfo& info = op_info(n.op);
+      if (!info.scalar) throw InternalError(fmt::format("kernel compiler: op '{}' has no scalar definition", info.name));
+      ScalarExpr e = parse_scalar(info.scalar(n.attrs));
+      std::vector<llvm::Value*> offs = broadcast_offsets(kb, g, n);
+      std::map<std::string, llvm::Value*> vars;
+      const auto& names = scalar_vars(nin);
+      for (size_t k = 0; k < nin; ++k) vars[names[k]] = kb.load(in_type(k), k, offs[k]);
+      v = emit_scalar(e, b, vars);
+    }
+  }
+  kb.store(out.dtype, nin, i, v);
+  kb.grain = 4096;
+  return kb.symbols.numel(out.shape);
+}
+
+}  // namespace modelc

@@ -1,0 +1,106 @@
+// Runs one-op graphs through the kernel compiler (compiler/codegen/kernels.h) and the
+// reference interpreter, for the code generation tests.
+#pragma once
+
+#include <cstring>
+
+#include "compiler/codegen/kernels.h"
+#include "tests/ir/op_harness.h"
+
+namespace modelc::test {
+
+// A node compiled alone: its kernel, size table and extent.
+struct Compiled {
+  SymbolTable symbols;
+  EmittedKernel kernel{};
+  std::vector<rt::KernelDesc> descs;
+  std::shared_ptr<void> code;
+};
+
+inline std::unique_ptr<Compiled> compile_node(const Graph& g, NodeId id) {
+  auto c = std::make_unique<Compiled>();
+  KernelCompiler kc(c->symbols);
+  c->kernel = kc.emit(g, id);
+  c->descs = kc.finish(c->code);
+  return c;
+}
+
+// Runs a compiled kernel over its whole extent in random chunks [begin, end), with the
+// inputs (in node order; nullptr where an optional input is absent) and the symbol values
+// `dims` (+ $seed, $step). Returns the outputs as RefTensors of their dtype.
+inline std::vector<RefTensor> run_kernel(const Compiled& c, const Node& n, const std::vector<const RefTensor*>& ins,
+                                         const std::map<std::string, int64_t>& dims, uint64_t seed = 0,
+                                         uint64_t step = 0) {
+  std::vector<int64_t> symvals;
+  for (const std::string& name : c.symbols.names()) {
+    if (name == "$seed") symvals.push_back(static_cast<int64_t>(seed));
+    else if (name == "$step") symvals.push_back(static_cast<int64_t>(step));
+    else symvals.push_back(dims.at(name));
+  }
+  // Raw storage per buffer: f32 as float, i32 as int32, bool as one byte.
+  std::vector<std::vector<unsigned char>> storage;
+  std::vector<void*> buffers;
+  auto raw = [&](const RefTensor& t) {
+    size_t w = static_cast<size_t>(dtype_bytes(t.dtype));
+    std::vector<unsigned char> bytes(w * static_cast<size_t>(t.numel()) + 1);  // +1: never empty
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      unsigned char* p = bytes.data() + w * static_cast<size_t>(i);
+      if (t.dtype == DType::F32) { float f = static_cast<float>(t[i]); std::memcpy(p, &f, 4); }
+      else if (t.dtype == DType::I32) { auto v = static_cast<int32_t>(t[i]); std::memcpy(p, &v, 4); }
+      else *p = t[i] != 0 ? 1 : 0;
+    }
+    storage.push_back(std::move(bytes));
+    return static_cast<void*>(storage.back().data());
+  };
+  storage.reserve(ins.size() + n.outputs.size());
+  for (const RefTensor* t : ins) buffers.push_back(t ? raw(*t) : nullptr);
+  std::vector<RefTensor> outs;
+  for (const TensorType& t : n.outputs) {
+    outs.emplace_back(t.dtype, concrete_shape(t.shape, dims), std::nan(""));
+    buffers.push_back(raw(outs.back()));
+  }
+  std::vector<int64_t> sizes;
+  for (const rt::SizeExpr& s : c.kernel.sizes) sizes.push_back(s.eval(symvals));
+  const int64_t extent = c.kernel.extent.eval(symvals);
+  rt::HostKernelFn fn = c.descs.at(c.kernel.kernel).host;
+  for (int64_t begin = 0; begin < extent;) {
+    int64_t end = std::min(extent, begin + rnd(1, std::max<int64_t>(1, extent / 3 + 1)));
+    fn(buffers.data(), sizes.data(), begin, end);
+    begin = end;
+  }
+  for (size_t k = 0; k < outs.size(); ++k) {
+    RefTensor& t = outs[k];
+    const unsigned char* p0 = static_cast<const unsigned char*>(buffers[ins.size() + k]);
+    size_t w = static_cast<size_t>(dtype_bytes(t.dtype));
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const unsigned char* p = p0 + w * static_cast<size_t>(i);
+      if (t.dtype == DType::F32) { float f; std::memcpy(&f, p, 4); t[i] = f; }
+      else if (t.dtype == DType::I32) { int32_t v; std::memcpy(&v, p, 4); t[i] = v; }
+      else t[i] = *p;
+    }
+  }
+  return outs;
+}
+
+// Compiles op's node, runs it on `inputs` (absent optional inputs as nullopt in build_op and
+// skipped here, as run_op does) and compares with the reference within `tol` (relative,
+// expect_near's). Returns the kernel's output.
+inline RefTensor check_op(const OneOp& o, const std::vector<RefTensor>& inputs, double tol,
+                          const InterpOptions& opts = {}, const std::string& what = "") {
+  std::map<std::string, RefTensor> feeds;
+  size_t k = 0;
+  for (NodeId id : o.g.inputs) feeds[o.g.node(id).name] = inputs.at(k++);
+  InterpResult ref = interpret(o.g, feeds, opts);
+  const Node& n = o.g.node(o.node);
+  std::vector<const RefTensor*> ins;
+  for (const Value& v : n.inputs) ins.push_back(v.valid() ? &ref.values.at(v.node).at(v.index) : nullptr);
+  auto c = compile_node(o.g, o.node);
+  RefTensor got = run_kernel(*c, n, ins, ref.dims, opts.seed, opts.step).at(0);
+  const RefTensor& want = ref.outputs.at("out0");
+  std::string label = what + " " + std::string(op_name(n.op)) + " out " + want.shape_str();
+  for (const RefTensor* t : ins) label += t ? " in " + t->shape_str() : " in none";
+  expect_near(got, want, tol, label);
+  return got;
+}
+
+}  // namespace modelc::test
