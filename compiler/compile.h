@@ -39,6 +39,10 @@ class Compilation {
   uint32_t read(const std::string& path);
   // Elaborates the chosen model; call after a successful load().
   Elaborated elaborate();
+  // The ONE train-step graph of an elaborated model, from its train section
+  // (compiler/passes/train_step.h). A model without a train section, or one that cannot be
+  // trained (no scalar `loss`, ...), is reported as an error diagnostic and gives null.
+  std::unique_ptr<Graph> train_step(const Elaborated& e);
 
   const ast::Module& main_module() const { return *modules_.front(); }
   SourceManager& sources() { return sources_; }

@@ -19,10 +19,16 @@ struct GradCtx {
   Node node;                     // a copy of it (the graph grows while the rule runs)
   std::vector<Value> out_grads;  // d loss / d output i; invalid when no gradient reaches it
   std::vector<Value> in_grads;   // to fill: d loss / d input i; invalid = no gradient
+  // Which inputs the caller needs a gradient for (empty: all). A rule may skip the others
+  // (and must still give every input it is asked for).
+  std::vector<bool> needed;
 
   Value input(int i) const { return node.inputs.at(static_cast<size_t>(i)); }
   Value output(int i = 0) const { return Value{id, static_cast<uint32_t>(i)}; }
   const TensorType& type(Value v) const { return g.type(v); }
+  bool needs(int i) const {
+    return needed.empty() || (static_cast<size_t>(i) < needed.size() && needed[static_cast<size_t>(i)]);
+  }
   // Appends an op (defaults applied, shape rule run) at the node's source location and
   // scope; throws InternalError when the shape rule refuses (a bug in a rule).
   Value emit(OpKind op, std::vector<Value> inputs, Attrs attrs = {});

@@ -206,6 +206,7 @@ OpRegistry::OpRegistry() {
   register_shape_ops(*this);
   register_nn_ops(*this);
   register_conv_ops(*this);
+  register_grad_ops(*this);
   register_gradients(*this);
   register_scalar_defs(*this);
   for (const OpInfo& op : ops_) {

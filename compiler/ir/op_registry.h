@@ -172,6 +172,7 @@ void register_reduce_ops(OpRegistry& r);
 void register_shape_ops(OpRegistry& r);
 void register_nn_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
+void register_grad_ops(OpRegistry& r);  // one_hot and the ops gradients are built from
 // Run after the families: gradients (compiler/ir/grads/*.cc) and the scalar definitions
 // code generation compiles (compiler/ir/ops/scalar_defs.cc).
 void register_gradients(OpRegistry& r);

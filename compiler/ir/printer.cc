@@ -68,6 +68,11 @@ std::string print_graph(const Graph& g, const SourceManager* sm) {
     out += line + "\n";
   }
   for (const Graph::Output& o : g.outputs) out += "  output " + o.name + " = " + value_str(g, o.value) + "\n";
+  for (const Graph::Update& u : g.updates) {
+    // A broken graph may name a target that does not exist: print its index (the verifier reports it).
+    std::string target = u.target < g.nodes.size() ? g.nodes[u.target].name : fmt::format("%{}", u.target);
+    out += "  update " + target + " <- " + value_str(g, u.value) + "\n";
+  }
   return out;
 }
 

@@ -9,7 +9,9 @@
 //     %5 = layer_norm(%2, _, _) {eps = 1e-05} : f32[B,128,192]
 //     output loss = %40
 //
-// Named nodes (inputs, params) print their name instead of an argument list and their
+// A train step's optimizer state prints like a param (`%50 = state "wte.exp_avg" : ...`) and
+// its updates follow the outputs, one per updated param or state: `update wte <- %61`.
+// Named nodes (inputs, params, states) print their name instead of an argument list and their
 // attributes after the type; `_` is an absent optional input. Tests and --dump-ir compare
 // this text, so it depends on nothing but the graph (and the source manager, when given).
 #pragma once

@@ -25,8 +25,10 @@ class Verifier {
     for (NodeId id = 0; id < g_.nodes.size(); ++id) check_node(id);
     check_list(g_.inputs, OpKind::Input, "inputs");
     check_list(g_.params, OpKind::Param, "params");
+    check_list(g_.states, OpKind::State, "states");
     check_listed();
     check_outputs();
+    check_updates();
     return std::move(problems_);
   }
 
@@ -154,7 +156,7 @@ class Verifier {
     }
   }
 
-  // g.inputs / g.params: existing nodes of the right op, each listed once.
+  // g.inputs / g.params / g.states: existing nodes of the right op, each listed once.
   void check_list(const std::vector<NodeId>& list, OpKind want, const char* what) {
     std::set<NodeId> seen;
     for (NodeId id : list) {
@@ -163,28 +165,83 @@ class Verifier {
         continue;
       }
       if (g_.nodes[id].op != want)
-        report(fmt::format("graph {} list {}, which is not {} node", what, where(id), want == OpKind::Input ? "an input" : "a param"));
+        report(fmt::format("graph {} list {}, which is not {} node", what, where(id),
+                           want == OpKind::Input ? "an input" : want == OpKind::Param ? "a param" : "a state"));
       if (!seen.insert(id).second) report(fmt::format("graph {} list %{} twice", what, id));
     }
   }
 
-  // Every input / param node is listed, and names are unique across inputs and params
-  // (the interpreter and the runtime feed both by name from one namespace).
+  // The micro-batch of an input of a train step (attribute `micro`); -1 when it has none.
+  int64_t micro_of(NodeId id) {
+    const Node& n = g_.nodes[id];
+    const AttrValue* m = n.op == OpKind::Input ? n.attrs.find("micro") : nullptr;
+    if (!m) return -1;
+    const int64_t* k = std::get_if<int64_t>(m);
+    if (!k || *k < 0) {
+      report(fmt::format("{} \"{}\": attribute micro must be a non-negative int, got {}", where(id), n.name, attr_str(*m)));
+      return -1;
+    }
+    return *k;
+  }
+
+  // Every input / param / state node is listed, and names are unique across inputs, params
+  // and states (the interpreter and the runtime feed them by name from one namespace); the
+  // exception are a train step's inputs, one per micro-batch, which share their name and
+  // differ in their attribute `micro`.
   void check_listed() {
-    std::map<std::string, NodeId> names;
+    struct Named {
+      NodeId first;
+      std::set<int64_t> micros;  // all micro-batched inputs so far: their micro-batches
+      bool micro_only = true;
+    };
+    std::map<std::string, Named> names;
     for (NodeId id = 0; id < g_.nodes.size(); ++id) {
       const Node& n = g_.nodes[id];
-      bool is_input = n.op == OpKind::Input, is_param = n.op == OpKind::Param;
-      if (!is_input && !is_param) continue;
-      const auto& list = is_input ? g_.inputs : g_.params;
+      bool is_input = n.op == OpKind::Input, is_param = n.op == OpKind::Param, is_state = n.op == OpKind::State;
+      if (!is_input && !is_param && !is_state) continue;
+      const auto& list = is_input ? g_.inputs : is_param ? g_.params : g_.states;
       if (std::find(list.begin(), list.end(), id) == list.end())
-        report(fmt::format("{} \"{}\" is not in the graph's {} list", where(id), n.name, is_input ? "inputs" : "params"));
+        report(fmt::format("{} \"{}\" is not in the graph's {} list", where(id), n.name,
+                           is_input ? "inputs" : is_param ? "params" : "states"));
+      int64_t micro = micro_of(id);
       if (n.name.empty()) {
         report(fmt::format("{}: has no name", where(id)));
         continue;
       }
-      auto [it, fresh] = names.emplace(n.name, id);
-      if (!fresh) report(fmt::format("duplicate name \"{}\": {} and {}", n.name, where(it->second), where(id)));
+      auto [it, fresh] = names.emplace(n.name, Named{id, {}, true});
+      Named& seen = it->second;
+      bool ok = fresh || (micro >= 0 && seen.micro_only && !seen.micros.count(micro));
+      if (!ok) report(fmt::format("duplicate name \"{}\": {} and {}", n.name, where(seen.first), where(id)));
+      if (micro >= 0) seen.micros.insert(micro);
+      else seen.micro_only = false;
+    }
+  }
+
+  // Each update targets an existing param or state node, at most once, with a value of
+  // the target's type.
+  void check_updates() {
+    std::set<NodeId> updated;
+    for (const Graph::Update& u : g_.updates) {
+      if (u.target >= g_.nodes.size()) {
+        report(fmt::format("update of %{}, which does not exist", u.target));
+        continue;
+      }
+      const Node& t = g_.nodes[u.target];
+      std::string what = fmt::format("update of {} \"{}\"", where(u.target), t.name);
+      if (t.op != OpKind::Param && t.op != OpKind::State) report(what + ": not a param or state node");
+      if (!updated.insert(u.target).second) report(what + ": updated twice");
+      if (!u.value.valid()) {
+        report(what + ": has no value");
+        continue;
+      }
+      std::string why = bad_value(u.value, kNoNode);
+      if (!why.empty()) {
+        report(fmt::format("{}: refers to {}", what, why));
+        continue;
+      }
+      if (t.outputs.size() == 1 && g_.type(u.value) != t.outputs[0])
+        report(fmt::format("{}: value {} has type {}, the target {}", what, value_str(g_, u.value),
+                           g_.type(u.value).str(), t.outputs[0].str()));
     }
   }
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
 
 #include "compiler/compile.h"
 #include "compiler/frontend/parser.h"
@@ -59,8 +60,9 @@ int main(int argc, char** argv) {
   app.add_option("file", file, "the .model file to compile");
   app.add_option("--emit", emit,
                  "what to print: tokens (the lexer's tokens), ast (the syntax tree), ir (the "
-                 "graph after inlining and shape inference, with the train section)")
-      ->check(CLI::IsMember({"tokens", "ast", "ir"}));
+                 "graph after inlining and shape inference, with the train section), grad (the "
+                 "train step: forward, backward, clipping and the optimizer update in one graph)")
+      ->check(CLI::IsMember({"tokens", "ast", "ir", "grad"}));
   app.add_option("-o", output, "write the output to FILE instead of stdout")->option_text("FILE");
   app.add_option("-D", defines, "bind a model dimension or override a top-level constant: -D B=64")
       ->option_text("NAME=VALUE")
@@ -134,6 +136,11 @@ int main(int argc, char** argv) {
         if (ok && emit == "ir") {
           text = modelc::print_graph(*r.graph, &c.sources());
           if (r.train) text += modelc::print_train_config(*r.train);
+        }
+        if (ok && emit == "grad") {
+          std::unique_ptr<modelc::Graph> step = c.train_step(r);
+          ok = step != nullptr;
+          if (ok) text = modelc::print_graph(*step, &c.sources());
         }
       }
     }

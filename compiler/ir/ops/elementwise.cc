@@ -34,6 +34,7 @@ double s_sigmoid(double x) {
 }
 double s_relu(double x) { return x > 0 ? x : (std::isnan(x) ? x : 0.0); }
 double s_silu(double x) { return x * s_sigmoid(x); }
+double s_erf(double x) { return std::erf(x); }
 double s_gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x * std::numbers::sqrt2 / 2)); }
 double s_gelu_tanh(double x) {
   const double k = std::sqrt(2.0 / std::numbers::pi);
@@ -189,6 +190,7 @@ void register_elementwise_ops(OpRegistry& r) {
   def_unary(r, OpKind::Sigmoid, "sigmoid", s_sigmoid, F, "1 / (1 + e^-x)");
   def_unary(r, OpKind::Relu, "relu", s_relu, F, "max(x, 0)");
   def_unary(r, OpKind::Silu, "silu", s_silu, F, "x * sigmoid(x)");
+  def_unary(r, OpKind::Erf, "erf", s_erf, F, "the error function 2/sqrt(pi) * integral of e^(-t^2) from 0 to x");
 
   // gelu's scalar function depends on an attribute, which a single UnaryFn cannot
   // express; .unary stays unset so that no pass applies the erf form to a tanh-form node.

@@ -1,5 +1,6 @@
-// Source ops: input, param and constant. They have no tensor inputs; their type is set
-// when they are created (input and param from their declarations, constant from use).
+// Source ops: input, param, constant and state. They have no tensor inputs; their type is
+// set when they are created (input and param from their declarations, constant from use,
+// state from the param it belongs to).
 #include "compiler/ir/op_registry.h"
 
 namespace modelc {
@@ -11,6 +12,8 @@ void register_source_ops(OpRegistry& r) {
       .summary("a model input, fed each step");
   r.def(OpKind::Param).internal().fusion(FusionKind::Source).infer(keep).reference(fed)
       .summary("a trainable parameter with its initializer");
+  r.def(OpKind::State).internal().fusion(FusionKind::Source).infer(keep).reference(fed)
+      .summary("persistent optimizer state of a train step, zero-initialised");
   r.def(OpKind::Constant).internal().fusion(FusionKind::Source).infer(keep)
       .reference([](RefCtx& c) {
         double v = c.attrs().f("value");

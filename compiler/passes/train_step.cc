@@ -1,0 +1,340 @@
+// The train step (train_step.h): the forward graph copied once per micro-batch, the mean
+// of the micro-batch losses, its gradients (autodiff), the global gradient norm, clipping,
+// and the optimizer's update of every param and its state, all in one graph.
+#include "compiler/passes/train_step.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "compiler/ir/op_registry.h"
+#include "compiler/ir/verifier.h"
+#include "compiler/passes/autodiff.h"
+
+namespace modelc {
+
+namespace {
+
+// The optimizer arguments the step reads, with train_check.cc's schema defaults for the
+// ones the options leave out (lr is fed through `$lr`, so it is accepted and ignored).
+struct OptimizerArgs {
+  std::string kind;
+  double momentum = 0.0, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  bool nesterov = false;
+};
+
+OptimizerArgs read_optimizer(const TrainStepOptions& o) {
+  OptimizerArgs a;
+  a.kind = o.optimizer;
+  bool sgd = a.kind == "sgd";
+  if (!sgd && a.kind != "adam" && a.kind != "adamw")
+    throw UserError(fmt::format("unknown optimizer '{}'; expected sgd, adam or adamw", a.kind));
+  if (a.kind == "adamw") a.weight_decay = 0.01;
+  const Attrs& args = o.optimizer_args;
+  auto number = [&](const std::string& name, double& dst) {
+    const AttrValue* v = args.find(name);
+    if (!v) return;
+    if (const double* d = std::get_if<double>(v)) dst = *d;
+    else if (const int64_t* i = std::get_if<int64_t>(v)) dst = static_cast<double>(*i);
+    else throw UserError(fmt::format("{} argument '{}' must be a number, got {}", a.kind, name, attr_str(*v)));
+  };
+  for (const auto& [name, v] : args.items()) {
+    bool known = name == "lr" || name == "weight_decay" ||
+                 (sgd ? name == "momentum" || name == "nesterov" : name == "beta1" || name == "beta2" || name == "eps");
+    if (!known) throw UserError(fmt::format("{} has no argument '{}'", a.kind, name));
+  }
+  double lr = 0;
+  number("lr", lr);  // checked only: the step's value is fed (`$lr`, from the schedule)
+  if (!(lr >= 0)) throw UserError(fmt::format("{} lr must be >= 0, got {}", a.kind, lr));
+  number("weight_decay", a.weight_decay);
+  if (sgd) {
+    number("momentum", a.momentum);
+    if (const AttrValue* v = args.find("nesterov")) {
+      const bool* b = std::get_if<bool>(v);
+      if (!b) throw UserError(fmt::format("sgd argument 'nesterov' must be true or false, got {}", attr_str(*v)));
+      a.nesterov = *b;
+    }
+  } else {
+    number("beta1", a.beta1);
+    number("beta2", a.beta2);
+    number("eps", a.eps);
+  }
+  // PyTorch's own argument checks (torch.optim raises ValueError on each).
+  if (!(a.weight_decay >= 0)) throw UserError(fmt::format("{} weight_decay must be >= 0, got {}", a.kind, a.weight_decay));
+  if (!(a.momentum >= 0)) throw UserError(fmt::format("sgd momentum must be >= 0, got {}", a.momentum));
+  if (a.nesterov && a.momentum == 0) throw UserError("sgd with nesterov = true needs a momentum > 0");
+  if (!(a.beta1 >= 0 && a.beta1 < 1)) throw UserError(fmt::format("{} beta1 must be in [0, 1), got {}", a.kind, a.beta1));
+  if (!(a.beta2 >= 0 && a.beta2 < 1)) throw UserError(fmt::format("{} beta2 must be in [0, 1), got {}", a.kind, a.beta2));
+  if (!(a.eps >= 0)) throw UserError(fmt::format("{} eps must be >= 0, got {}", a.kind, a.eps));
+  return a;
+}
+
+class StepBuilder {
+ public:
+  StepBuilder(const Graph& fwd, const TrainStepOptions& o) : f_(fwd), o_(o) {}
+
+  Graph build() {
+    if (!f_.states.empty() || !f_.updates.empty())
+      throw InternalError(fmt::format("internal error: build_train_step on '{}', which is a train step already", f_.name));
+    if (o_.accumulate < 1) throw UserError(fmt::format("accumulate must be at least 1, got {}", o_.accumulate));
+    if (!(o_.clip_grad_norm >= 0))
+      throw UserError(fmt::format("clip_grad_norm must be > 0 (or 0 for no clipping), got {}", o_.clip_grad_norm));
+    args_ = read_optimizer(o_);
+    const Graph::Output* loss = nullptr;
+    for (const Graph::Output& out : f_.outputs)
+      if (out.name == "loss") loss = &out;
+    if (!loss) throw UserError(fmt::format("model '{}' has no output named 'loss' to train on", f_.name));
+    const TensorType& lt = f_.type(loss->value);
+    if (!is_float(lt.dtype) || lt.rank() != 0)
+      throw UserError(fmt::format("model '{}': the output 'loss' must be a floating-point scalar to train on, got {}",
+                                  f_.name, lt.str()));
+    if (f_.params.empty()) throw UserError(fmt::format("model '{}' has no params to train", f_.name));
+
+    g_.name = f_.name;
+    g_.dims = f_.dims;
+    add_inputs();
+    Value l = copy_forward(*loss);
+    Value norm;
+    std::vector<Value> grads = gradients(l, norm);
+    g_.outputs.push_back({"loss", l, loss->loc});
+    g_.outputs.push_back({"grad_norm", norm, {}});
+    shared_scalars();
+    for (size_t i = 0; i < params_.size(); ++i) update(params_[i], grads[i]);
+
+    auto problems = verify_graph(g_);
+    if (!problems.empty())
+      throw InternalError(fmt::format("internal error: the train step of '{}' is malformed: {}", f_.name, problems.front()));
+    return std::move(g_);
+  }
+
+ private:
+  const Graph& f_;
+  const TrainStepOptions& o_;
+  OptimizerArgs args_;
+  Graph g_;
+  std::vector<std::vector<NodeId>> inputs_;  // [micro][i]: the copy of f_.inputs[i]
+  std::vector<NodeId> param_of_;             // forward node id -> its param in g_
+  std::vector<NodeId> params_;               // g_'s params, in f_.params order
+  Value lr_, t_;
+  // Where new nodes go: the param being updated (its location and scope), if any.
+  SourceLoc loc_;
+  std::string scope_;
+  // Adam's scalars, shared by every param (f32): 1 - lr * weight_decay (adamw),
+  // lr / (1 - beta1^t) and sqrt(1 - beta2^t).
+  Value decay_, step_size_, bias2_sqrt_;
+
+  Value emit(OpKind op, std::vector<Value> inputs, Attrs attrs = {}) {
+    InferFailure f;
+    auto id = add_op(g_, op, std::move(inputs), std::move(attrs), loc_, &f);
+    if (!id) throw InternalError(fmt::format("internal error: the train step builds a bad {}: {}", op_name(op), f.message));
+    g_.nodes[*id].scope = scope_;
+    return Value{*id, 0};
+  }
+  Value constant(double v, DType t) {
+    Node n;
+    n.op = OpKind::Constant;
+    n.attrs.set("value", v);
+    n.outputs = {TensorType{t, {}}};
+    n.loc = loc_;
+    n.scope = scope_;
+    return Value{g_.add(std::move(n)), 0};
+  }
+  DType dtype(Value v) const { return g_.type(v).dtype; }
+  // `v` converted to dtype `t` (a no-op when it has it).
+  Value as(Value v, DType t) {
+    if (dtype(v) == t) return v;
+    Attrs a;
+    a.set("dtype", t);
+    return emit(OpKind::Cast, {v}, std::move(a));
+  }
+  // Binary helpers. Where both operands emit nodes, callers build them in a braced list
+  // (emit(op, {...})), which C++ evaluates left to right, so that the node order (and the
+  // printed graph) does not depend on the compiler's order of evaluating arguments.
+  Value add(Value a, Value b) { return emit(OpKind::Add, {a, b}); }
+  Value sub(Value a, Value b) { return emit(OpKind::Sub, {a, b}); }
+  Value mul(Value a, Value b) { return emit(OpKind::Mul, {a, b}); }
+  Value div(Value a, Value b) { return emit(OpKind::Div, {a, b}); }
+  Value scale(Value a, double c) { return mul(a, constant(c, dtype(a))); }
+
+  Node source(OpKind op, std::string name, TensorType t) {
+    Node n;
+    n.op = op;
+    n.name = std::move(name);
+    n.outputs = {std::move(t)};
+    return n;
+  }
+
+  // Each model input once per micro-batch, then the scalars the runtime feeds.
+  void add_inputs() {
+    inputs_.resize(static_cast<size_t>(o_.accumulate));
+    for (int64_t k = 0; k < o_.accumulate; ++k) {
+      for (NodeId id : f_.inputs) {
+        Node n = f_.node(id);
+        if (o_.accumulate > 1) n.attrs.set("micro", k);
+        NodeId c = g_.add(std::move(n));
+        g_.inputs.push_back(c);
+        inputs_[static_cast<size_t>(k)].push_back(c);
+      }
+    }
+    lr_ = Value{g_.add(source(OpKind::Input, "$lr", TensorType{DType::F32, {}})), 0};
+    t_ = Value{g_.add(source(OpKind::Input, "$t", TensorType{DType::F32, {}})), 0};
+    g_.inputs.push_back(lr_.node);
+    g_.inputs.push_back(t_.node);
+  }
+
+  // The nodes of f_ that `loss` depends on.
+  std::vector<bool> live(Value loss) const {
+    std::vector<bool> l(f_.nodes.size(), false);
+    l[loss.node] = true;
+    for (NodeId id = loss.node + 1; id-- > 0;) {
+      if (!l[id]) continue;
+      for (const Value& v : f_.nodes[id].inputs)
+        if (v.valid()) l[v.node] = true;
+    }
+    return l;
+  }
+
+  // Copies the loss's part of f_ once per micro-batch (params shared, created with the
+  // first copy; node names, scopes and locations kept) and returns the mean loss.
+  Value copy_forward(const Graph::Output& loss) {
+    std::vector<bool> needed = live(loss.value);
+    std::vector<NodeId> input_index(f_.nodes.size(), kNoNode);
+    for (size_t i = 0; i < f_.inputs.size(); ++i) input_index[f_.inputs[i]] = static_cast<NodeId>(i);
+    param_of_.assign(f_.nodes.size(), kNoNode);
+    std::vector<Value> losses;
+    for (int64_t k = 0; k < o_.accumulate; ++k) {
+      std::vector<NodeId> map(f_.nodes.size(), kNoNode);
+      for (NodeId id = 0; id < f_.nodes.size(); ++id) {
+        const Node& n = f_.nodes[id];
+        if (n.op == OpKind::Input) {
+          map[id] = inputs_[static_cast<size_t>(k)].at(input_index[id]);
+        } else if (n.op == OpKind::Param) {
+          if (k == 0) param_of_[id] = g_.add(n);
+          map[id] = param_of_[id];
+        } else if (needed[id]) {
+          Node c = n;
+          for (Value& v : c.inputs)
+            if (v.valid()) v.node = map[v.node];
+          map[id] = g_.add(std::move(c));
+        }
+      }
+      losses.push_back(Value{map[loss.value.node], loss.value.index});
+    }
+    for (NodeId p : f_.params) {
+      params_.push_back(param_of_.at(p));
+      g_.params.push_back(param_of_.at(p));
+    }
+    loc_ = loss.loc;
+    Value total = losses[0];
+    for (size_t k = 1; k < losses.size(); ++k) total = add(total, losses[k]);
+    if (losses.size() > 1) total = div(total, constant(static_cast<double>(losses.size()), dtype(total)));
+    loc_ = {};
+    return total;
+  }
+
+  // d loss / d param for every param, clipped by their global norm when asked;
+  // `norm` gets that norm (before clipping), in f32.
+  std::vector<Value> gradients(Value loss, Value& norm) {
+    std::vector<Value> wrt;
+    for (NodeId p : params_) wrt.push_back(Value{p, 0});
+    std::vector<Value> grads = append_gradients(g_, loss, wrt);
+    MODELC_CHECK(grads.size() == wrt.size(), "autodiff returned the wrong number of gradients");
+    Value total;
+    for (Value gr : grads) {
+      Value s = as(emit(OpKind::Sum, {mul(gr, gr)}), DType::F32);
+      total = total.valid() ? add(total, s) : s;
+    }
+    norm = emit(OpKind::Sqrt, {total});
+    if (o_.clip_grad_norm > 0) {
+      // torch.nn.utils.clip_grad_norm_: every gradient times min(1, max_norm / (norm + 1e-6)).
+      Value coef = emit(OpKind::Div, {constant(o_.clip_grad_norm, DType::F32), add(norm, constant(1e-6, DType::F32))});
+      coef = emit(OpKind::Minimum, {coef, constant(1.0, DType::F32)});
+      for (Value& gr : grads) gr = mul(gr, as(coef, dtype(gr)));
+    }
+    return grads;
+  }
+
+  Value state(NodeId param, const char* suffix) {
+    const Node& p = g_.node(param);
+    Node n = source(OpKind::State, p.name + "." + suffix, p.outputs[0]);
+    n.loc = p.loc;
+    n.scope = p.scope;
+    NodeId id = g_.add(std::move(n));
+    g_.states.push_back(id);
+    return Value{id, 0};
+  }
+  void set(Value target, Value v) { g_.updates.push_back({target.node, v}); }
+
+  void shared_scalars() {
+    if (args_.kind == "sgd") return;
+    const DType f = DType::F32;
+    if (args_.kind == "adamw" && args_.weight_decay != 0)
+      decay_ = emit(OpKind::Sub, {constant(1.0, f), scale(lr_, args_.weight_decay)});
+    Value bias1 = emit(OpKind::Sub, {constant(1.0, f), emit(OpKind::Pow, {constant(args_.beta1, f), t_})});
+    Value bias2 = emit(OpKind::Sub, {constant(1.0, f), emit(OpKind::Pow, {constant(args_.beta2, f), t_})});
+    step_size_ = div(lr_, bias1);
+    bias2_sqrt_ = emit(OpKind::Sqrt, {bias2});
+  }
+
+  // The optimizer's update of one param, as torch.optim's single-tensor implementations.
+  void update(NodeId param, Value grad) {
+    loc_ = g_.node(param).loc;
+    scope_ = g_.node(param).scope;
+    Value p{param, 0};
+    DType t = dtype(p);
+    if (args_.kind == "sgd") {
+      Value d = args_.weight_decay != 0 ? add(grad, scale(p, args_.weight_decay)) : grad;
+      if (args_.momentum != 0) {
+        // buf = momentum * buf + d (dampening 0; the zero-initialised buffer makes the
+        // first step buf = d, as PyTorch's clone).
+        Value buf = state(param, "momentum_buffer");
+        Value nb = add(scale(buf, args_.momentum), d);
+        set(buf, nb);
+        d = args_.nesterov ? add(d, scale(nb, args_.momentum)) : nb;
+      }
+      set(p, sub(p, mul(as(lr_, t), d)));
+    } else {
+      Value m = state(param, "exp_avg"), v = state(param, "exp_avg_sq");
+      Value p0 = p;
+      if (args_.weight_decay != 0) {
+        if (args_.kind == "adamw") p = mul(p, as(decay_, t));  // decoupled: param *= 1 - lr * wd
+        else grad = add(grad, scale(p, args_.weight_decay));   // L2: into the gradient
+      }
+      Value nm = emit(OpKind::Add, {scale(m, args_.beta1), scale(grad, 1 - args_.beta1)});
+      Value nv = emit(OpKind::Add, {scale(v, args_.beta2), scale(mul(grad, grad), 1 - args_.beta2)});
+      set(m, nm);
+      set(v, nv);
+      // denom = sqrt(v) / sqrt(1 - beta2^t) + eps; param -= step_size * m / denom.
+      Value denom = div(emit(OpKind::Sqrt, {nv}), as(bias2_sqrt_, t));
+      denom = add(denom, constant(args_.eps, t));
+      set(p0, sub(p, mul(as(step_size_, t), div(nm, denom))));
+    }
+    loc_ = {};
+    scope_.clear();
+  }
+};
+
+}  // namespace
+
+TrainStepOptions train_step_options(const TrainConfig& cfg) {
+  TrainStepOptions o;
+  if (cfg.optimizer) {
+    o.optimizer = cfg.optimizer->kind;
+    o.optimizer_args = cfg.optimizer->args;
+  } else {
+    // The train section names no optimizer: plain SGD (the runtime's default lr).
+    o.optimizer_args.set("lr", 1e-3);
+    o.optimizer_args.set("momentum", 0.0);
+    o.optimizer_args.set("nesterov", false);
+    o.optimizer_args.set("weight_decay", 0.0);
+  }
+  o.clip_grad_norm = cfg.clip_grad_norm.value_or(0.0);
+  o.accumulate = cfg.accumulate.value_or(1);
+  return o;
+}
+
+Graph build_train_step(const Graph& forward, const TrainStepOptions& options) {
+  return StepBuilder(forward, options).build();
+}
+
+}  // namespace modelc
