@@ -1,0 +1,25 @@
+// The geometry every 2-D convolution kernel shares (the im2col and oneDNN backends): read
+// from the attributes and the operands' shapes, checked once.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/library.h"
+
+namespace modelc::kernels {
+
+struct ConvGeom {
+  int64_t N, C, H, W;     // input image
+  int64_t O, Cg, KH, KW;  // weight [O, C/groups, KH, KW]
+  int64_t HO, WO;         // output image
+  int64_t groups, Og;     // Og = O / groups
+  int64_t sh, sw, ph, pw, dh, dw;
+};
+
+// Checks x [N,C,H,W], w [O,C/groups,KH,KW] and y [N,O,HO,WO] (all f32) against the
+// attributes stride/padding/dilation/groups; `names` says which operand is which in
+// messages ("input", "weight", "output" or the gradients' roles).
+ConvGeom conv_geometry(const LibCall& c, const TensorArg& x, const TensorArg& w, const TensorArg& y,
+                       const char* x_role, const char* w_role, const char* y_role);
+
+}  // namespace modelc::kernels

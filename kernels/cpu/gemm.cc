@@ -1,0 +1,60 @@
+// sgemm over the thread pool: row or column blocks of C, one OpenBLAS call each.
+#include "kernels/cpu/gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+
+namespace modelc::kernels {
+
+namespace {
+std::atomic<GemmThreading> g_mode{GemmThreading::Pool};
+std::once_flag g_init;
+}  // namespace
+
+void set_gemm_threading(GemmThreading mode, int threads) {
+  g_mode.store(mode);
+  openblas_set_num_threads(mode == GemmThreading::Pool ? 1 : std::max(threads, 1));
+}
+
+GemmThreading gemm_threading() {
+  // OpenBLAS starts with one thread per core: make the default mode true before first use.
+  std::call_once(g_init, [] {
+    if (g_mode.load() == GemmThreading::Pool) openblas_set_num_threads(1);
+  });
+  return g_mode.load();
+}
+
+void serial_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                  int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), 1.0f, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta, C,
+              static_cast<int>(ldc));
+}
+
+void parallel_sgemm(rt::ThreadPool& pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                    const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  // Below ~1 MFLOP a split costs more than it gains.
+  if (gemm_threading() == GemmThreading::OpenBlas || pool.size() == 1 || 2 * M * N * K < (1 << 20)) return serial_sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+  if (M >= N) {
+    // Row blocks of C: rows of op(A).
+    int64_t grain = std::max<int64_t>(16, (M + pool.size() - 1) / pool.size());
+    grain = (grain + 15) / 16 * 16;
+    pool.parallel_for(M, grain, [&](int64_t m0, int64_t m1) {
+      const float* a = ta ? A + m0 : A + m0 * lda;
+      serial_sgemm(ta, tb, m1 - m0, N, K, a, lda, B, ldb, beta, C + m0 * ldc, ldc);
+    });
+  } else {
+    int64_t grain = std::max<int64_t>(16, (N + pool.size() - 1) / pool.size());
+    grain = (grain + 15) / 16 * 16;
+    pool.parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
+      const float* b = tb ? B + n0 * ldb : B + n0;
+      serial_sgemm(ta, tb, M, n1 - n0, K, A, lda, b, ldb, beta, C + n0, ldc);
+    });
+  }
+}
+
+}  // namespace modelc::kernels

@@ -1,0 +1,67 @@
+// The CPU executor: runs one Function of a Program.
+//
+// A run binds the Program's symbols from the shapes of the fed inputs (a dim that is a
+// single symbol with coefficient 1 binds it; every other dim must then evaluate equal) and
+// from the caller's named values ("$seed", "$step"), lays out the function's buffers (kept
+// between runs while the symbol values do not change), runs each instruction in order (a
+// Kernel: parallel_for over its extent calling the host code; a Library op: the table in
+// kernels/cpu/library.h), copies each update (new value -> persistent buffer) and returns
+// copies of the outputs. Inputs are read in place (never copied); params and optimizer
+// state live in the caller's persistent store, indexed by buffer id.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/error.h"
+#include "runtime/program.h"
+#include "runtime/tensor.h"
+
+namespace modelc::rt {
+
+class Executor {
+ public:
+  // `persistent` is indexed by buffer id and must hold a tensor of the right type and
+  // shape for every Param and State buffer the function touches; it must outlive the
+  // executor and keep its storage in place (set values by copying into it). Checks the
+  // function (buffer ids, kernels, library ops, feeds) and throws RuntimeError naming the
+  // function and instruction on a problem.
+  Executor(const Program& program, const Function& fn, ThreadPool& pool, std::vector<HostTensor>& persistent);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs the function. `feeds` holds one tensor per Function::feeds slot, in order (a null
+  // pointer is a missing feed); `symbols` gives named symbol values ("$seed", "$step";
+  // names the Program does not have are ignored). Returns the function's outputs by name.
+  std::map<std::string, HostTensor> run(std::span<const HostTensor* const> feeds,
+                                        const std::map<std::string, int64_t>& symbols);
+
+  // The symbol values of the last run (Program::symbols order).
+  const std::vector<int64_t>& symbol_values() const { return values_; }
+  // How many times the buffers were laid out (a new layout happens when symbols change).
+  int64_t layouts() const { return layouts_; }
+  const Function& function() const { return fn_; }
+
+ private:
+  struct Layout;
+  [[noreturn]] void fail(const std::string& msg) const;
+  void bind(std::span<const HostTensor* const> feeds, const std::map<std::string, int64_t>& symbols);
+  void lay_out();
+  void run_instr(size_t i);
+
+  const Program& program_;
+  const Function& fn_;
+  ThreadPool& pool_;
+  std::vector<HostTensor>& persistent_;
+  std::vector<int64_t> values_;                // symbol values of the current layout
+  std::unique_ptr<Layout> layout_;
+  int64_t layouts_ = 0;
+};
+
+}  // namespace modelc::rt

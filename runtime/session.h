@@ -1,0 +1,111 @@
+// Session: the embedding API of the runtime. A Session runs a compiled Program on the CPU:
+// it owns the parameters and optimizer state, initialises them deterministically from a
+// seed, and runs training steps and evaluations on batches the caller feeds.
+//
+//   auto program = std::make_shared<const rt::Program>(...);   // compiled or loaded
+//   rt::Session s(program, {.threads = 4});
+//   for (...) {
+//     float loss = s.train_step({{"images", images}, {"labels", labels}});
+//   }
+//   auto out = s.eval({{"images", test_images}, {"labels", test_labels}});
+//   out["loss"].f32()[0] ...
+//
+// Determinism: a parameter's initial values depend only on the seed, the parameter's name
+// and its Init (a counter-based Philox stream keyed by both), never on the other
+// parameters or on the thread count. All errors are rt::RuntimeError with a message that
+// names the function, the input or parameter, and what is wrong. A Session is not
+// thread-safe: call it from one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/cpu/executor.h"
+#include "runtime/cpu/thread_pool.h"
+#include "runtime/error.h"
+#include "runtime/program.h"
+#include "runtime/tensor.h"
+
+namespace modelc::rt {
+
+struct SessionOptions {
+  // Worker threads for the runtime's parallel loops, which also split the work of
+  // OpenBLAS and oneDNN (both run single-threaded inside them); 0: one per hardware thread.
+  int threads = 0;
+  // The run seed: parameter initialisation, and "$seed" for dropout. Unset: the Program's
+  // train.seed.
+  std::optional<uint64_t> seed;
+  // The length of the run, for the learning-rate schedule (cosine decays over it). 0: the
+  // Program's train.steps.
+  int64_t total_steps = 0;
+};
+
+class Session {
+ public:
+  // Allocates and initialises every parameter (from its Init) and optimizer state (zeros).
+  // Throws when the program is null or a persistent buffer's shape depends on a symbol.
+  explicit Session(std::shared_ptr<const Program> program, SessionOptions options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // One training step: runs the function "train_step" on `batch` (input name -> tensor).
+  // Each input is split along dim 0 into Function::micro_batches equal parts when the step
+  // accumulates gradients over micro-batches (an error unless the batch divides evenly).
+  // The runtime scalars are fed as f32: "$lr" = train.schedule.lr_at(step, total_steps),
+  // "$t" = step + 1; the symbols "$seed" and "$step" are bound to seed() and step().
+  // Returns the `loss` output and increments step(). Inputs the program does not have are
+  // an error (a misspelt name would otherwise be ignored silently).
+  float train_step(const std::map<std::string, HostTensor>& batch);
+
+  // Runs the function "eval" on `batch` (step() is bound as "$step" but not incremented)
+  // and returns all its outputs by name.
+  std::map<std::string, HostTensor> eval(const std::map<std::string, HostTensor>& batch);
+
+  // Parameters, in the Program's buffer order. param() returns a copy; set_param() copies
+  // in and checks the type and shape.
+  std::vector<std::string> param_names() const;
+  HostTensor param(const std::string& name) const;
+  void set_param(const std::string& name, const HostTensor& value);
+
+  // Optimizer state (moments and the like), the same way.
+  std::vector<std::string> state_names() const;
+  HostTensor state(const std::string& name) const;
+  void set_state(const std::string& name, const HostTensor& value);
+
+  int64_t step() const { return step_; }
+  void set_step(int64_t step);  // e.g. after loading a checkpoint; must be >= 0
+  // The `grad_norm` output of the last train_step (before clipping), or NaN when the
+  // program has none or no step ran yet.
+  float last_grad_norm() const { return last_grad_norm_; }
+  uint64_t seed() const { return seed_; }
+  int threads() const { return pool_.size(); }
+  int64_t total_steps() const { return total_steps_; }
+  const Program& program() const { return *program_; }
+  // The learning rate train_step feeds at the current step.
+  double current_lr() const;
+
+ private:
+  Executor& executor(const std::string& fn);
+  std::map<std::string, HostTensor> run(const std::string& fn, const std::map<std::string, HostTensor>& batch);
+  uint32_t persistent_id(const std::string& name, BufferRole role) const;
+
+  std::shared_ptr<const Program> program_;
+  uint64_t seed_ = 0;
+  int64_t total_steps_ = 0;
+  int64_t step_ = 0;
+  float last_grad_norm_;
+  ThreadPool pool_;
+  std::vector<HostTensor> persistent_;  // by buffer id: params and state
+  std::map<std::string, std::unique_ptr<Executor>> executors_;
+};
+
+// The initial values of a parameter: a pure function of (init, seed, name) and the shape.
+// Exposed for tests and for tools that re-create a parameter.
+void init_parameter(HostTensor& t, const Init& init, uint64_t seed, const std::string& name, ThreadPool& pool);
+
+}  // namespace modelc::rt
