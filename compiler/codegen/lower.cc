@@ -1,0 +1,228 @@
+#include "compiler/codegen/lower.h"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+
+#include "compiler/codegen/kernels.h"
+#include "compiler/codegen/sizes.h"
+#include "compiler/ir/op_registry.h"
+
+namespace modelc {
+
+namespace {
+
+rt::ElemType elem_type(DType t) {
+  switch (t) {
+    case DType::F32: return rt::ElemType::F32;
+    case DType::F16: return rt::ElemType::F16;
+    case DType::BF16: return rt::ElemType::BF16;
+    case DType::I32: return rt::ElemType::I32;
+    case DType::Bool: return rt::ElemType::Bool;
+  }
+  throw InternalError("lower: unknown dtype");
+}
+
+// Builds the Program's buffers and functions; one instance per Program.
+class Lowering {
+ public:
+  Lowering(rt::Program& p, SymbolTable& syms, KernelCompiler& kc, const LowerOptions& o)
+      : p_(p), syms_(syms), kc_(kc), opts_(o) {}
+
+  void lower_function(const std::string& name, const Graph& g, bool training) {
+    rt::Function f;
+    f.name = name;
+    std::map<std::pair<NodeId, uint32_t>, uint32_t> buf;  // node output -> buffer
+    for (NodeId id = 0; id < g.nodes.size(); ++id) {
+      const Node& n = g.nodes[id];
+      const OpInfo& op = op_info(n.op);
+      if (n.op == OpKind::Param || n.op == OpKind::State) {
+        buf[{id, 0}] = persistent(n);
+        continue;
+      }
+      if (n.op == OpKind::Input) {
+        uint32_t b = add_buffer(n.name, n.outputs[0], rt::BufferRole::Input);
+        uint32_t micro = n.attrs.has("micro") ? static_cast<uint32_t>(n.attrs.i("micro")) : 0;
+        f.micro_batches = std::max(f.micro_batches, micro + 1);
+        f.feeds.push_back({n.name, micro, b});
+        buf[{id, 0}] = b;
+        continue;
+      }
+      rt::Instr in;
+      in.where = opts_.describe && n.loc.valid() ? opts_.describe(n.loc) : "";
+      for (const Value& v : n.inputs) in.inputs.push_back(v.valid() ? buf.at({v.node, v.index}) : rt::kNoBuffer);
+      for (uint32_t k = 0; k < n.outputs.size(); ++k) {
+        uint32_t b = add_buffer(fmt::format("%{}", id), n.outputs[k], rt::BufferRole::Temp);
+        buf[{id, k}] = b;
+        in.outputs.push_back(b);
+      }
+      // Dropout is the identity when not training: a copy, not the training kernel.
+      if (n.op == OpKind::Dropout && !training) {
+        in.kind = rt::Instr::Kind::Library;
+        in.op = "copy";
+        in.inputs.resize(1);
+      } else if (KernelCompiler::handles(g, id)) {
+        EmittedKernel k = kc_.emit(g, id);
+        in.kind = rt::Instr::Kind::Kernel;
+        in.kernel = k.kernel;
+        in.sizes = std::move(k.sizes);
+        in.extent = std::move(k.extent);
+        in.grain = k.grain;
+      } else {
+        in.kind = rt::Instr::Kind::Library;
+        in.op = n.op == OpKind::Constant ? "fill" : op.name;
+        library_attrs(n, in);
+      }
+      f.instrs.push_back(std::move(in));
+    }
+    for (const Graph::Output& o : g.outputs) {
+      uint32_t b = buf.at({o.value.node, o.value.index});
+      // A graph output that is an input or a param is copied, so outputs never alias
+      // what the caller feeds or what the session owns.
+      if (p_.buffers[b].role != rt::BufferRole::Temp) {
+        rt::Instr copy;
+        copy.kind = rt::Instr::Kind::Library;
+        copy.op = "copy";
+        copy.inputs = {b};
+        b = add_buffer(o.name, g.type(o.value), rt::BufferRole::Output);
+        copy.outputs = {b};
+        f.instrs.push_back(std::move(copy));
+      }
+      p_.buffers[b].role = rt::BufferRole::Output;
+      p_.buffers[b].name = o.name;
+      f.outputs.emplace_back(o.name, b);
+    }
+    for (const Graph::Update& u : g.updates)
+      f.updates.emplace_back(buf.at({u.value.node, u.value.index}), persistent(g.nodes.at(u.target)));
+    p_.functions.push_back(std::move(f));
+  }
+
+ private:
+  uint32_t add_buffer(std::string name, const TensorType& t, rt::BufferRole role) {
+    rt::BufferDesc d;
+    d.name = std::move(name);
+    d.type = elem_type(t.dtype);
+    d.shape = syms_.shape(t.shape);
+    d.role = role;
+    p_.buffers.push_back(std::move(d));
+    return static_cast<uint32_t>(p_.buffers.size() - 1);
+  }
+
+  // Params and states are shared by every function, by name.
+  uint32_t persistent(const Node& n) {
+    auto it = persistent_.find(n.name);
+    if (it != persistent_.end()) {
+      const rt::BufferDesc& d = p_.buffers[it->second];
+      if (d.type != elem_type(n.outputs[0].dtype) || d.shape.size() != n.outputs[0].shape.size())
+        throw InternalError(fmt::format("lower: '{}' has different types in the train step and the forward graph", n.name));
+      return it->second;
+    }
+    bool param = n.op == OpKind::Param;
+    uint32_t b = add_buffer(n.name, n.outputs[0], param ? rt::BufferRole::Param : rt::BufferRole::State);
+    if (param) p_.buffers[b].init = lower_init(n.attrs);
+    persistent_[n.name] = b;
+    return b;
+  }
+
+  static void library_attrs(const Node& n, rt::Instr& in) {
+    for (const auto& [k, v] : n.attrs.items()) {
+      if (auto* i = std::get_if<int64_t>(&v)) in.ints[k] = {*i};
+      else if (auto* is = std::get_if<Ints>(&v)) in.ints[k] = *is;
+      else if (auto* b = std::get_if<bool>(&v)) in.ints[k] = {*b ? 1 : 0};
+      else if (auto* d = std::get_if<double>(&v)) in.floats[k] = *d;
+      // Shapes (reshape, broadcast_to, the *_grad ops' input shapes) are the output
+      // buffer's shape, which the runtime knows; strings and dtypes are kernels' business.
+    }
+  }
+
+  rt::Program& p_;
+  SymbolTable& syms_;
+  KernelCompiler& kc_;
+  const LowerOptions& opts_;
+  std::map<std::string, uint32_t> persistent_;
+};
+
+}  // namespace
+
+rt::Init lower_init(const Attrs& a) {
+  rt::Init init;
+  const std::string kind = a.has("init") ? a.s("init") : "zeros";
+  auto fan = [&](const char* which) { return static_cast<double>(a.i(which)); };
+  if (kind == "zeros") {
+    init.kind = rt::Init::Kind::Zeros;
+  } else if (kind == "ones") {
+    init.kind = rt::Init::Kind::Ones;
+  } else if (kind == "normal") {
+    init = {rt::Init::Kind::Normal, a.f("mean"), a.f("std")};
+  } else if (kind == "uniform") {
+    init = {rt::Init::Kind::Uniform, a.f("low"), a.f("high")};
+  } else if (kind == "kaiming_normal" || kind == "kaiming_uniform") {
+    // torch.nn.init.kaiming_*: std = gain / sqrt(fan); uniform bound = sqrt(3) * std.
+    double std = a.f("gain") / std::sqrt(fan(a.s("mode") == "fan_out" ? "fan_out" : "fan_in"));
+    if (kind == "kaiming_normal") init = {rt::Init::Kind::Normal, 0.0, std};
+    else init = {rt::Init::Kind::Uniform, -std::sqrt(3.0) * std, std::sqrt(3.0) * std};
+  } else if (kind == "xavier_normal" || kind == "xavier_uniform") {
+    // torch.nn.init.xavier_*: std = gain * sqrt(2 / (fan_in + fan_out)).
+    double std = a.f("gain") * std::sqrt(2.0 / (fan("fan_in") + fan("fan_out")));
+    if (kind == "xavier_normal") init = {rt::Init::Kind::Normal, 0.0, std};
+    else init = {rt::Init::Kind::Uniform, -std::sqrt(3.0) * std, std::sqrt(3.0) * std};
+  } else {
+    throw InternalError(fmt::format("lower: unknown initializer '{}'", kind));
+  }
+  return init;
+}
+
+rt::TrainSettings lower_train_settings(const TrainConfig& t) {
+  rt::TrainSettings s;
+  if (t.data) {
+    rt::DataSpec d;
+    d.kind = t.data->kind;
+    for (const auto& [k, v] : t.data->args.items()) {
+      if (auto* str = std::get_if<std::string>(&v)) d.strs[k] = *str;
+      else if (auto* i = std::get_if<int64_t>(&v)) d.ints[k] = *i;
+      else if (auto* b = std::get_if<bool>(&v)) d.ints[k] = *b ? 1 : 0;
+      else if (auto* f = std::get_if<double>(&v)) d.floats[k] = *f;
+    }
+    s.data = std::move(d);
+  }
+  s.optimizer = t.optimizer ? t.optimizer->kind : "sgd";
+  if (t.optimizer && t.optimizer->args.has("lr")) s.schedule.lr = t.optimizer->args.f("lr");
+  if (t.schedule) {
+    const Attrs& a = t.schedule->args;
+    s.schedule.kind = t.schedule->kind;
+    if (a.has("warmup")) s.schedule.warmup = a.i("warmup");
+    if (a.has("every")) s.schedule.every = a.i("every");
+    if (a.has("gamma")) s.schedule.gamma = a.f("gamma");
+    if (a.has("min_lr")) s.schedule.min_lr = a.f("min_lr");
+  }
+  if (t.batch) s.batch = *t.batch;
+  if (t.epochs) s.epochs = *t.epochs;
+  if (t.steps) s.steps = *t.steps;
+  if (t.seed) s.seed = *t.seed;
+  if (t.accumulate) s.accumulate = *t.accumulate;
+  if (t.eval_every) s.eval_every = *t.eval_every;
+  if (t.validation) s.validation = *t.validation;
+  if (t.clip_grad_norm) s.clip_grad_norm = *t.clip_grad_norm;
+  return s;
+}
+
+std::shared_ptr<rt::Program> lower_program(const Graph& forward, const Graph* train_step,
+                                           const TrainConfig* train, const LowerOptions& options) {
+  auto p = std::make_shared<rt::Program>();
+  p->model = forward.name;
+  SymbolTable syms;
+  for (const DimDecl& d : forward.dims)
+    if (!d.value) syms.id(d.name);
+  syms.id("$seed");
+  syms.id("$step");
+  KernelCompiler kc(syms);
+  Lowering l(*p, syms, kc, options);
+  if (train_step) l.lower_function("train_step", *train_step, true);
+  l.lower_function("eval", forward, false);
+  p->kernels = kc.finish(p->code);
+  p->symbols = syms.names();
+  if (train) p->train = lower_train_settings(*train);
+  return p;
+}
+
+}  // namespace modelc

@@ -1,0 +1,39 @@
+// Lowering: the forward graph and the train-step graph of a model become one runtime
+// Program (runtime/program.h) with two functions, "train_step" and "eval".
+//
+// Reads: a verified forward graph (eval: dropout off) and the train-step graph built from
+// it (compiler/passes/train_step.h), plus the train section. Elementwise, reduction and row
+// ops become LLVM kernels (compiler/codegen/kernels.h), compiled for the host; every other
+// op becomes a library call the runtime implements under the op's own name, with the
+// node's integer and float attributes. Params and optimizer state are persistent buffers
+// shared by both functions; a function's updates write them back after it ran.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "compiler/frontend/train_config.h"
+#include "compiler/ir/graph.h"
+#include "runtime/program.h"
+
+namespace modelc {
+
+struct LowerOptions {
+  // Formats a source location for messages ("models/x.model:12:5"); may be empty.
+  std::function<std::string(SourceLoc)> describe;
+};
+
+// `train_step` may be null (a model without a train section): the Program then has "eval"
+// only. Throws UserError for what the runtime cannot run (e.g. an unsupported dtype).
+std::shared_ptr<rt::Program> lower_program(const Graph& forward, const Graph* train_step,
+                                           const TrainConfig* train, const LowerOptions& options = {});
+
+// The runtime's view of the train section (data, optimizer, schedule, loop settings).
+rt::TrainSettings lower_train_settings(const TrainConfig& train);
+
+// A parameter's initializer (the param node's attributes) as the runtime's Init:
+// kaiming and xavier become normal or uniform with their bounds computed.
+rt::Init lower_init(const Attrs& param_attrs);
+
+}  // namespace modelc

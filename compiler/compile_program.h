@@ -1,0 +1,23 @@
+// From a .model file to the runtime's Program, in process: what `modelrun` runs and what
+// a .plan file will hold. Load, elaborate, build the train step (when the model has a
+// train section), lower and compile the kernels for the host.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "compiler/compile.h"
+#include "runtime/program.h"
+
+namespace modelc {
+
+struct ProgramOptions {
+  bool train = true;  // false: the eval function only, even when there is a train section
+};
+
+// Problems go to c.diags() (user errors in the model) or are thrown as UserError (what the
+// later stages refuse); returns null when diagnostics were reported.
+std::shared_ptr<rt::Program> compile_program(Compilation& c, const std::string& path,
+                                             const ProgramOptions& options = {});
+
+}  // namespace modelc

@@ -1,0 +1,385 @@
+#include "tools/modelrun/commands.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
+#include <map>
+#include <unistd.h>
+
+#include "compiler/compile_program.h"
+#include "runtime/checkpoint.h"
+#include "runtime/data/dataset.h"
+#include "runtime/data/loader.h"
+#include "runtime/session.h"
+#include "tools/modelrun/progress.h"
+
+namespace modelrun {
+
+namespace fs = std::filesystem;
+using namespace modelc;
+
+namespace {
+
+// An error already explained to the user (diagnostics printed): exit status 1.
+struct Reported {};
+
+struct Loaded {
+  std::shared_ptr<rt::Program> program;
+  std::string base_dir;  // the .model file's directory: data paths are relative to it
+  std::string features, labels;          // the model's two inputs the data feeds, in order
+  std::vector<int64_t> example_shape;    // of one example of `features`
+};
+
+Loaded compile(const CommonOptions& c, bool train) {
+  CompileOptions opts;
+  opts.model = c.model;
+  for (const std::string& d : c.defines) {
+    auto eq = d.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw std::runtime_error(fmt::format("-D expects NAME=VALUE, got '{}'", d));
+    opts.defines.emplace_back(d.substr(0, eq), d.substr(eq + 1));
+  }
+  Compilation comp(opts);
+  Loaded l;
+  ProgramOptions po;
+  po.train = train;
+  l.program = compile_program(comp, c.file, po);
+  std::cerr << comp.diags().render();
+  if (!l.program) throw Reported{};
+  fs::path dir = fs::path(c.file).parent_path();
+  l.base_dir = dir.empty() ? fs::path(".").string() : dir.string();
+
+  const rt::Program& p = *l.program;
+  const rt::Function* eval = p.function("eval");
+  if (!eval || eval->feeds.size() != 2)
+    throw std::runtime_error(fmt::format("{}: modelrun feeds models with two inputs (features, then labels or targets); "
+                                         "model '{}' has {}", c.file, p.model, eval ? eval->feeds.size() : 0));
+  bool has_loss = false;
+  for (const auto& [name, buf] : eval->outputs) has_loss |= name == "loss";
+  if (!has_loss) throw std::runtime_error(fmt::format("{}: model '{}' has no output named 'loss'", c.file, p.model));
+  l.features = eval->feeds[0].name;
+  l.labels = eval->feeds[1].name;
+  const rt::BufferDesc& f = p.buffers[eval->feeds[0].buffer];
+  for (size_t k = 1; k < f.shape.size(); ++k) {
+    if (!f.shape[k].is_constant())
+      throw std::runtime_error(fmt::format("{}: input '{}' has a size other than the batch that is not known ({}); bind it with -D",
+                                           c.file, l.features, f.shape[k].str(p.symbols)));
+    l.example_shape.push_back(f.shape[k].eval({}));
+  }
+  if (p.buffers[eval->feeds[1].buffer].type != rt::ElemType::I32)
+    throw std::runtime_error(fmt::format("{}: input '{}' must be i32 (class labels or target tokens)", c.file, l.labels));
+  return l;
+}
+
+// --data PATH sets the data's first file argument; --data NAME=VALUE any argument.
+void override_data(rt::TrainSettings& t, const std::vector<std::string>& data) {
+  if (data.empty()) return;
+  if (!t.data) throw std::runtime_error("--data: the model's train section names no data source to override");
+  for (const std::string& d : data) {
+    auto eq = d.find('=');
+    if (eq == std::string::npos) {
+      const char* first = t.data->kind == "idx" ? "images" : "path";
+      t.data->strs[first] = d;
+      continue;
+    }
+    std::string name = d.substr(0, eq), value = d.substr(eq + 1);
+    if (t.data->strs.count(name)) t.data->strs[name] = value;
+    else if (t.data->ints.count(name)) t.data->ints[name] = std::stoll(value);
+    else if (t.data->floats.count(name)) t.data->floats[name] = std::stod(value);
+    else throw std::runtime_error(fmt::format("--data: {}() has no argument '{}'", t.data->kind, name));
+  }
+}
+
+std::shared_ptr<const rt::Dataset> open_data(const Loaded& l) {
+  const rt::TrainSettings& t = l.program->train;
+  if (!t.data) throw std::runtime_error(fmt::format("model '{}' has no data source (train {{ data = ... }})", l.program->model));
+  auto ds = rt::Dataset::open(*t.data, l.base_dir, static_cast<uint64_t>(t.seed), t.validation);
+  ds->check_input(l.features, l.program->buffers[l.program->function("eval")->feeds[0].buffer].type, l.example_shape);
+  return ds;
+}
+
+std::map<std::string, rt::HostTensor> feed(const Loaded& l, rt::Batch& b) {
+  std::map<std::string, rt::HostTensor> m;
+  m[l.features] = std::move(b.features);
+  m[l.labels] = std::move(b.labels);
+  return m;
+}
+
+struct EvalResult {
+  double loss = 0, accuracy = NAN;
+  int64_t examples = 0;
+};
+
+// One pass over the held-out split: the example-weighted mean loss, and the accuracy when
+// the model outputs `logits` whose leading dims are the labels'.
+EvalResult evaluate(rt::Session& s, const Loaded& l, const std::shared_ptr<const rt::Dataset>& ds, int64_t batch) {
+  rt::EvalLoader loader(ds, rt::Split::Heldout, batch, l.example_shape);
+  EvalResult r;
+  double loss_sum = 0;
+  int64_t correct = 0, predictions = 0;
+  while (auto b = loader.next()) {
+    int64_t n = b->size();
+    rt::HostTensor labels = b->labels;
+    auto out = s.eval(feed(l, *b));
+    loss_sum += static_cast<double>(out.at("loss").f32()[0]) * static_cast<double>(n);
+    r.examples += n;
+    auto it = out.find("logits");
+    if (it != out.end() && it->second.shape.size() == labels.shape.size() + 1 &&
+        it->second.numel() == labels.numel() * it->second.shape.back()) {
+      int64_t classes = it->second.shape.back();
+      const float* lg = it->second.f32();
+      for (int64_t i = 0; i < labels.numel(); ++i) {
+        int64_t best = 0;
+        for (int64_t k = 1; k < classes; ++k)
+          if (lg[i * classes + k] > lg[i * classes + best]) best = k;
+        correct += best == labels.i32()[i];
+        ++predictions;
+      }
+    }
+  }
+  r.loss = r.examples ? loss_sum / static_cast<double>(r.examples) : NAN;
+  if (predictions) r.accuracy = static_cast<double>(correct) / static_cast<double>(predictions);
+  return r;
+}
+
+std::vector<rt::TensorSpec> persistent_specs(const rt::Session& s, bool with_state) {
+  std::vector<rt::TensorSpec> out;
+  for (const std::string& n : s.param_names()) {
+    rt::HostTensor t = s.param(n);
+    out.push_back({n, t.type, t.shape});
+  }
+  if (with_state)
+    for (const std::string& n : s.state_names()) {
+      rt::HostTensor t = s.state(n);
+      out.push_back({n, t.type, t.shape});
+    }
+  return out;
+}
+
+rt::NamedTensors persistent_tensors(const rt::Session& s, bool with_state) {
+  rt::NamedTensors out;
+  for (const std::string& n : s.param_names()) out.emplace_back(n, s.param(n));
+  if (with_state)
+    for (const std::string& n : s.state_names()) out.emplace_back(n, s.state(n));
+  return out;
+}
+
+void apply_common(rt::TrainSettings& t, const CommonOptions& c) {
+  if (c.batch) {
+    if (*c.batch < 1) throw std::runtime_error("--batch must be at least 1");
+    t.batch = *c.batch;
+  }
+  if (c.seed) t.seed = *c.seed;
+  override_data(t, c.data);
+}
+
+std::string fmt_acc(double a) { return std::isnan(a) ? "" : fmt::format("  accuracy {:.2f}%", 100 * a); }
+
+int guarded(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const Reported&) {
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "modelrun: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace
+
+int run_train(const TrainOptions& o) {
+  return guarded([&] {
+    Loaded l = compile(o.common, true);
+    rt::TrainSettings& t = l.program->train;
+    apply_common(t, o.common);
+    if (o.epochs) { t.epochs = *o.epochs; t.steps = 0; }
+    if (o.steps) { t.steps = *o.steps; t.epochs = 0; }
+    if (o.lr) t.schedule.lr = *o.lr;
+    if (o.eval_every) t.eval_every = *o.eval_every;
+    if (o.accumulate && *o.accumulate != t.accumulate)
+      throw std::runtime_error("--accumulate must match the train section's accumulate (it shapes the compiled step)");
+    auto ds = open_data(l);
+    const rt::Function* step_fn = l.program->function("train_step");
+    if (!step_fn) throw std::runtime_error(fmt::format("model '{}' has no train section", l.program->model));
+
+    // The loader draws the batch the step consumes whole (all micro-batches).
+    int64_t batch = t.batch * static_cast<int64_t>(step_fn->micro_batches);
+    int64_t per_epoch = ds->size(rt::Split::Train) / batch;
+    if (per_epoch == 0)
+      throw std::runtime_error(fmt::format("{}: {} training examples are fewer than one batch of {}", ds->origin(),
+                                           ds->size(rt::Split::Train), batch));
+    int64_t total = t.steps > 0 ? t.steps : std::max<int64_t>(1, t.epochs) * per_epoch;
+
+    rt::SessionOptions so;
+    so.threads = o.common.threads;
+    so.seed = static_cast<uint64_t>(t.seed);
+    so.total_steps = total;
+    rt::Session s(l.program, so);
+
+    rt::DataPosition start;
+    std::string ckpt_path = o.checkpoint_dir.empty() ? "" : (fs::path(o.checkpoint_dir) / "checkpoint.safetensors").string();
+    if (o.resume) {
+      std::string path = o.resume->empty() ? ckpt_path : *o.resume;
+      if (path.empty()) throw std::runtime_error("--resume needs a checkpoint path or --checkpoint-dir");
+      rt::Checkpoint c = rt::load_checkpoint(path);
+      rt::check_against(c, persistent_specs(s, true));
+      for (const std::string& n : s.param_names()) s.set_param(n, *c.find(n));
+      for (const std::string& n : s.state_names()) s.set_state(n, *c.find(n));
+      auto get = [&](const char* key) -> std::string {
+        auto it = c.metadata.find(key);
+        if (it == c.metadata.end()) throw rt::CheckpointError(fmt::format("{}: metadata has no '{}'", path, key));
+        return it->second;
+      };
+      if (get("model") != l.program->model)
+        throw rt::CheckpointError(fmt::format("{}: a checkpoint of model '{}', not '{}'", path, get("model"), l.program->model));
+      if (std::stoull(get("seed")) != s.seed())
+        throw rt::CheckpointError(fmt::format("{}: written with seed {}, this run has seed {} (pass --seed {})", path,
+                                              get("seed"), s.seed(), get("seed")));
+      s.set_step(std::stoll(get("step")));
+      start = rt::get_position(c.metadata, path);
+      if (!o.common.quiet) fmt::print(stderr, "resumed from {} at step {}\n", path, s.step());
+    }
+    if (!o.save_initial.empty()) rt::save_checkpoint(o.save_initial, persistent_tensors(s, false), {{"model", l.program->model}});
+    if (!o.checkpoint_dir.empty()) fs::create_directories(o.checkpoint_dir);
+
+    MetricsWriter metrics;
+    if (!o.metrics.empty())
+      metrics = MetricsWriter(o.metrics, {"step", "epoch", "loss", "lr", "grad_norm", "samples_per_second", "accuracy", "examples"});
+
+    if (!o.common.quiet) {
+      fmt::print(stderr, "model {}: {} parameters in {} tensors; {} training and {} held-out examples ({})\n", l.program->model,
+                 [&] {
+                   int64_t n = 0;
+                   for (const std::string& p : s.param_names()) n += s.param(p).numel();
+                   return n;
+                 }(),
+                 s.param_names().size(), ds->size(rt::Split::Train), ds->size(rt::Split::Heldout), ds->origin());
+      fmt::print(stderr, "training {} steps of {} examples ({} per epoch), {} threads, optimizer {}, lr {}\n", total, batch,
+                 per_epoch, s.threads(), t.optimizer, t.schedule.lr);
+    }
+
+    rt::TrainLoader loader(ds, batch, l.example_shape, static_cast<uint64_t>(t.seed), start);
+    rt::NamedTensors dumped;
+    Progress bar(total, s.step(), isatty(2) != 0, o.common.quiet);
+    EvalResult last_eval;
+    bool evaluated = false;
+    double epoch_loss = 0;
+    int64_t epoch_steps = 0;
+    auto do_eval = [&] {
+      last_eval = evaluate(s, l, ds, t.batch);
+      evaluated = true;
+      bar.line(fmt::format("step {}: held-out loss {:.4f}{} ({} examples)", s.step(), last_eval.loss,
+                           fmt_acc(last_eval.accuracy), last_eval.examples));
+      std::vector<std::pair<std::string, double>> row = {{"step", static_cast<double>(s.step())},
+                                                         {"loss", last_eval.loss},
+                                                         {"examples", static_cast<double>(last_eval.examples)}};
+      if (!std::isnan(last_eval.accuracy)) row.emplace_back("accuracy", last_eval.accuracy);
+      metrics.write("eval", row);
+      if (!ckpt_path.empty()) {
+        auto md = std::map<std::string, std::string>{{"model", l.program->model},
+                                                     {"step", std::to_string(s.step())},
+                                                     {"seed", std::to_string(s.seed())}};
+        rt::put_position(md, loader.position());
+        rt::save_checkpoint(ckpt_path, persistent_tensors(s, true), md);
+      }
+    };
+    while (s.step() < total) {
+      rt::Batch b = loader.next();
+      int64_t epoch = b.epoch, n = b.size();
+      if (!o.dump_batches.empty()) {
+        dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.features), b.features);
+        dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.labels), b.labels);
+      }
+      double lr = s.current_lr();
+      double loss = s.train_step(feed(l, b));
+      bar.step(s.step() - 1, loss, n, lr);
+      epoch_loss += loss;
+      ++epoch_steps;
+      metrics.write("train", {{"step", static_cast<double>(s.step())},
+                              {"epoch", static_cast<double>(epoch)},
+                              {"loss", loss},
+                              {"lr", lr},
+                              {"grad_norm", s.last_grad_norm()},
+                              {"samples_per_second", bar.samples_per_second()}});
+      if (!std::isfinite(loss)) {
+        bar.finish();
+        throw std::runtime_error(fmt::format("the loss is {} at step {}: training diverged (try a lower --lr)", loss, s.step()));
+      }
+      bool epoch_end = loader.position().batch == 0;
+      bool due = t.eval_every > 0 ? s.step() % t.eval_every == 0 : epoch_end;
+      if (due || s.step() == total) {
+        if (epoch_end && !o.common.quiet)
+          bar.line(fmt::format("epoch {} done: mean training loss {:.4f}", epoch + 1, epoch_loss / static_cast<double>(epoch_steps)));
+        if (epoch_end) epoch_loss = 0, epoch_steps = 0;
+        do_eval();
+      }
+    }
+    bar.finish();
+    if (!o.dump_batches.empty()) rt::save_checkpoint(o.dump_batches, dumped, {{"model", l.program->model}});
+    if (!evaluated) do_eval();
+    fmt::print("{}: {} steps in {}, {:.0f} samples/s on {} threads\n", l.program->model, total,
+               format_duration(bar.elapsed_seconds()), bar.samples_per_second(), s.threads());
+    fmt::print("held-out: loss {:.4f}{} on {} examples\n", last_eval.loss, fmt_acc(last_eval.accuracy), last_eval.examples);
+    if (ds->windowed())
+      fmt::print("unigram entropy of the training targets: {:.4f} nats (the loss of a model that ignores its input)\n",
+                 ds->unigram_entropy());
+    if (!ckpt_path.empty()) fmt::print("checkpoint: {}\n", ckpt_path);
+    return 0;
+  });
+}
+
+int run_eval(const EvalOptions& o) {
+  return guarded([&] {
+    Loaded l = compile(o.common, false);
+    apply_common(l.program->train, o.common);
+    auto ds = open_data(l);
+    rt::SessionOptions so;
+    so.threads = o.common.threads;
+    rt::Session s(l.program, so);
+    rt::Checkpoint c = rt::load_checkpoint(o.checkpoint);
+    rt::check_against(c, persistent_specs(s, false), /*allow_extra=*/true);
+    for (const std::string& n : s.param_names()) s.set_param(n, *c.find(n));
+    EvalResult r = evaluate(s, l, ds, l.program->train.batch);
+    fmt::print("{}: held-out loss {:.4f}{} on {} examples\n", l.program->model, r.loss, fmt_acc(r.accuracy), r.examples);
+    return 0;
+  });
+}
+
+int run_bench(const BenchOptions& o) {
+  return guarded([&] {
+    Loaded l = compile(o.common, true);
+    rt::TrainSettings& t = l.program->train;
+    apply_common(t, o.common);
+    const rt::Function* step_fn = l.program->function("train_step");
+    if (!step_fn) throw std::runtime_error(fmt::format("model '{}' has no train section", l.program->model));
+    auto ds = open_data(l);
+    int64_t batch = t.batch * static_cast<int64_t>(step_fn->micro_batches);
+    rt::SessionOptions so;
+    so.threads = o.common.threads;
+    so.total_steps = o.warmup + o.steps;
+    rt::Session s(l.program, so);
+    rt::TrainLoader loader(ds, batch, l.example_shape, static_cast<uint64_t>(t.seed));
+    // Batches are made before the clock starts: the benchmark times the steps alone.
+    std::vector<rt::Batch> batches;
+    for (int64_t i = 0; i < o.warmup + o.steps; ++i) batches.push_back(loader.next());
+    for (int64_t i = 0; i < o.warmup; ++i) s.train_step(feed(l, batches[static_cast<size_t>(i)]));
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<double> times;
+    for (int64_t i = 0; i < o.steps; ++i) {
+      auto a = std::chrono::steady_clock::now();
+      s.train_step(feed(l, batches[static_cast<size_t>(o.warmup + i)]));
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+    }
+    double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::sort(times.begin(), times.end());
+    double median = times[times.size() / 2];
+    fmt::print("{:<14} {:>6} {:>8} {:>10} {:>12} {:>14}\n", "model", "batch", "threads", "steps/s", "samples/s", "median ms/step");
+    fmt::print("{:<14} {:>6} {:>8} {:>10.2f} {:>12.0f} {:>14.2f}\n", l.program->model, batch, s.threads(),
+               static_cast<double>(o.steps) / total, static_cast<double>(o.steps * batch) / total, 1e3 * median);
+    return 0;
+  });
+}
+
+}  // namespace modelrun

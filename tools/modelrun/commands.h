@@ -1,0 +1,50 @@
+// The subcommands of `modelrun`: train, eval and bench. They use only the runtime's
+// embedding API (Session, data loaders, checkpoints) on a Program the compiler built in
+// process.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace modelrun {
+
+struct CommonOptions {
+  std::string file;                    // the .model file
+  std::string model;                   // --model
+  std::vector<std::string> defines;    // -D NAME=VALUE
+  std::vector<std::string> data;       // --data PATH or --data NAME=VALUE
+  std::optional<int64_t> batch, seed;
+  int threads = 0;
+  bool quiet = false;
+};
+
+struct TrainOptions {
+  CommonOptions common;
+  std::optional<int64_t> epochs, steps, eval_every, accumulate;
+  std::optional<double> lr;
+  std::string checkpoint_dir;
+  std::optional<std::string> resume;   // a path, or "" for DIR/checkpoint.safetensors
+  std::string metrics;                 // .jsonl / .csv
+  std::string dump_batches;            // safetensors of the fed batches (reference checks)
+  std::string save_initial;            // safetensors of the params before the first step
+};
+
+struct EvalOptions {
+  CommonOptions common;
+  std::string checkpoint;
+};
+
+struct BenchOptions {
+  CommonOptions common;
+  int64_t steps = 20, warmup = 3;
+};
+
+// Each returns the process exit status; errors are printed as "modelrun: error: ...".
+int run_train(const TrainOptions& o);
+int run_eval(const EvalOptions& o);
+int run_bench(const BenchOptions& o);
+
+}  // namespace modelrun

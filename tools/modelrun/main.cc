@@ -1,0 +1,74 @@
+// modelrun: trains, evaluates and benchmarks a .model file on the CPU.
+//
+//   modelrun train FILE.model [--epochs N | --steps N] [--batch N] [--lr X] [--seed N] ...
+//   modelrun eval  FILE.model --checkpoint CKPT
+//   modelrun bench FILE.model [--steps N] [--batch N] [--threads N]
+//
+// Exit status: 0 success, 1 an error in the model, its data or a checkpoint, 2 bad usage.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "tools/modelrun/commands.h"
+
+namespace {
+
+void add_common(CLI::App* app, modelrun::CommonOptions& c) {
+  app->add_option("file", c.file, "the .model file")->required();
+  app->add_option("--model", c.model, "which model of the file (default: its only one)");
+  app->add_option("-D", c.defines, "bind a dimension of the model: -D NAME=VALUE")->allow_extra_args(false);
+  app->add_option("--data", c.data,
+                  "override the train section's data: a path (its first file argument) or NAME=VALUE")
+      ->allow_extra_args(false);
+  app->add_option("--batch", c.batch, "examples per step (default: the train section's batch)");
+  app->add_option("--seed", c.seed, "the run's seed: initialisation, shuffling, dropout");
+  app->add_option("--threads", c.threads, "worker threads (default: one per core)")->check(CLI::NonNegativeNumber);
+  app->add_flag("-q,--quiet", c.quiet, "print only the summary");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"modelrun: train, evaluate and benchmark .model files on the CPU"};
+  app.set_version_flag("--version", std::string("modelrun ") + MODELC_VERSION);
+  app.require_subcommand(1);
+
+  modelrun::TrainOptions t;
+  CLI::App* train = app.add_subcommand("train", "train a model on its data");
+  add_common(train, t.common);
+  auto* epochs = train->add_option("--epochs", t.epochs, "passes over the training data");
+  auto* steps = train->add_option("--steps", t.steps, "optimizer steps (instead of --epochs)");
+  epochs->excludes(steps);
+  train->add_option("--lr", t.lr, "the peak learning rate (overrides the optimizer's lr)");
+  train->add_option("--eval-every", t.eval_every, "evaluate on the held-out split every N steps (default: every epoch)");
+  train->add_option("--accumulate", t.accumulate, "micro-batches per step (gradient accumulation)");
+  train->add_option("--checkpoint-dir", t.checkpoint_dir, "write DIR/checkpoint.safetensors at every evaluation and at the end");
+  train->add_option("--resume", t.resume, "continue from a checkpoint (default: DIR/checkpoint.safetensors)")
+      ->expected(0, 1)->default_str("");
+  train->add_option("--metrics", t.metrics, "write metrics as JSON lines (.jsonl) or CSV (.csv)");
+  train->add_option("--dump-batches", t.dump_batches, "write the batches fed to each step to a safetensors file");
+  train->add_option("--save-initial", t.save_initial, "write the initial parameters to a safetensors file");
+
+  modelrun::EvalOptions e;
+  CLI::App* eval = app.add_subcommand("eval", "evaluate a trained model on its held-out data");
+  add_common(eval, e.common);
+  eval->add_option("--checkpoint", e.checkpoint, "the checkpoint to evaluate")->required();
+
+  modelrun::BenchOptions b;
+  CLI::App* bench = app.add_subcommand("bench", "time training steps: steps/s and samples/s");
+  add_common(bench, b.common);
+  bench->add_option("--steps", b.steps, "timed steps")->check(CLI::PositiveNumber);
+  bench->add_option("--warmup", b.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& err) {
+    int rc = app.exit(err);
+    return rc == 0 ? 0 : 2;
+  }
+  if (train->parsed()) {
+    if (train->count("--resume") && !t.resume) t.resume = "";
+    return modelrun::run_train(t);
+  }
+  if (eval->parsed()) return modelrun::run_eval(e);
+  return modelrun::run_bench(b);
+}

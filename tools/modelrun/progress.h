@@ -1,0 +1,56 @@
+// What `modelrun train` prints while it runs: a one-line progress bar (step, loss,
+// samples/s, ETA) redrawn in place on a terminal and printed every N steps otherwise, and
+// metrics written as JSON lines or CSV.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace modelrun {
+
+class Progress {
+ public:
+  // total: steps in the run; first: the step it starts at (resumed runs start later).
+  Progress(int64_t total, int64_t first, bool tty, bool quiet);
+  // After each step: its loss and how many samples it consumed.
+  void step(int64_t step, double loss, int64_t samples, double lr);
+  // A line that must not be overwritten by the bar (evaluations, checkpoints).
+  void line(const std::string& text);
+  void finish();
+  double samples_per_second() const;
+  double elapsed_seconds() const;
+
+ private:
+  void draw(bool final);
+  int64_t total_, first_, step_ = 0, samples_ = 0;
+  double loss_ = 0, ema_ = 0, lr_ = 0;
+  bool tty_, quiet_, drawn_ = false;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+};
+
+std::string format_duration(double seconds);  // "1h02m", "3m05s", "12s"
+
+// Metrics as JSON lines (.jsonl, .json) or CSV (.csv), chosen by the file's extension.
+// A row is its kind ("train" or "eval") and numbers by name; the names come from the fixed
+// column list (CSV cells a row does not have stay empty).
+class MetricsWriter {
+ public:
+  MetricsWriter() = default;
+  // Throws std::runtime_error naming the file when it cannot be opened or has another extension.
+  MetricsWriter(const std::string& path, std::vector<std::string> columns);
+  void write(const std::string& kind, const std::vector<std::pair<std::string, double>>& values);
+  bool active() const { return out_.is_open(); }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+  bool csv_ = false;
+  std::vector<std::string> columns_;
+};
+
+}  // namespace modelrun
