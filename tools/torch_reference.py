@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""Reference check of modelrun's training against PyTorch (CPU, float32).
+
+Not part of the build or of CI: the project itself needs no Python. This script rebuilds
+the example models of models/ by hand in PyTorch (same parameter names and shapes as
+modelrun's, linear weights [in, out] used as x @ w), loads modelrun's initial parameters,
+replays the batches modelrun fed to each step with the same optimizer (torch.optim.AdamW,
+the model's betas/eps/weight_decay, this step's lr from modelrun's metrics) and gradient
+clipping (torch.nn.utils.clip_grad_norm_), and compares the per-step losses.
+
+  python3 tools/torch_reference.py models/fashion_mlp.model fashion_mlp \\
+      --init INIT.safetensors --batches BATCHES.safetensors --metrics METRICS.jsonl [--steps 20]
+  python3 tools/torch_reference.py models/char_gpt.model char_gpt --bench [--threads 2]
+
+The files come from
+  modelrun train MODEL --steps N --save-initial INIT --dump-batches BATCHES --metrics METRICS
+(tools/reference-check runs both). Exit status: 0 when every step's loss agrees within
+--tolerance (relative, default 1e-4), 1 when one does not, 2 on bad arguments.
+
+--bench times PyTorch eager train steps (forward, backward, clipping, AdamW) for the same
+model, batch and thread count, and prints the table `modelrun bench` prints.
+"""
+
+import argparse
+import json
+import math
+import re
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from safetensors.torch import load_file
+
+
+# ----------------------------------------------------------------------------------------
+# The train section: optimizer, clipping, batch (read from the .model file so that the
+# reference follows it; the network itself is written out by hand below).
+
+def train_settings(model_text):
+    body = re.search(r"\btrain\s+\w+\s*\{(.*?)\n\}", model_text, re.S)
+    if not body:
+        raise SystemExit("torch_reference: no train section in the model file")
+    text = re.sub(r"#[^\n]*", "", body.group(1))
+    s = {"optimizer": "sgd", "args": {}, "clip": 0.0, "batch": None}
+    m = re.search(r"\boptimizer\s*=\s*(\w+)\s*\(([^)]*)\)", text)
+    if m:
+        s["optimizer"] = m.group(1)
+        for kv in m.group(2).split(","):
+            if "=" in kv:
+                k, v = kv.split("=", 1)
+                s["args"][k.strip()] = float(v)
+    m = re.search(r"\bclip_grad_norm\s*=\s*([0-9.eE+-]+)", text)
+    if m:
+        s["clip"] = float(m.group(1))
+    m = re.search(r"\bbatch\s*=\s*(\d+)", text)
+    if m:
+        s["batch"] = int(m.group(1))
+    if re.search(r"\baccumulate\s*=", text):
+        raise SystemExit("torch_reference: accumulate is not supported")
+    return s
+
+
+def make_optimizer(params, s):
+    a = s["args"]
+    kind = s["optimizer"]
+    if kind in ("adam", "adamw"):
+        cls = torch.optim.AdamW if kind == "adamw" else torch.optim.Adam
+        wd = a.get("weight_decay", 0.01 if kind == "adamw" else 0.0)
+        # foreach=False: the single-tensor implementation, the one train_step.h follows.
+        return cls(params, lr=a.get("lr", 1e-3), betas=(a.get("beta1", 0.9), a.get("beta2", 0.999)),
+                   eps=a.get("eps", 1e-8), weight_decay=wd, foreach=False)
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=a.get("lr", 1e-3), momentum=a.get("momentum", 0.0),
+                               nesterov=bool(a.get("nesterov", 0)), weight_decay=a.get("weight_decay", 0.0),
+                               foreach=False)
+    raise SystemExit(f"torch_reference: unknown optimizer {kind}")
+
+
+# ----------------------------------------------------------------------------------------
+# The models, op for op as in models/*.model. Parameters live in one ParameterDict under
+# modelrun's names ('.' is not allowed in a module attribute, so they are kept flat).
+
+class Flat(nn.Module):
+    def __init__(self, shapes):
+        super().__init__()
+        self.names = sorted(shapes)
+        self.p = nn.ParameterList([nn.Parameter(torch.zeros(shapes[n])) for n in self.names])
+        self.index = {n: i for i, n in enumerate(self.names)}
+
+    def __getitem__(self, name):
+        return self.p[self.index[name]]
+
+    def named(self):
+        return [(n, self[n]) for n in self.names]
+
+    def linear(self, x, prefix):           # def linear: x @ w + b, w [in, out]
+        return x @ self[prefix + ".w"] + self[prefix + ".b"]
+
+
+class FashionMLP(Flat):
+    inputs = ("images", "labels")
+
+    def loss(self, images, labels):
+        h = torch.relu(self.linear(images, "linear.0"))
+        logits = self.linear(h, "linear.1")
+        return F.cross_entropy(logits, labels.long())
+
+
+class CharGPT(Flat):
+    inputs = ("tokens", "targets")
+
+    def __init__(self, shapes, heads):
+        super().__init__(shapes)
+        self.heads = heads
+        self.blocks = sorted({int(n.split(".")[1]) for n in shapes if n.startswith("block.")})
+
+    def norm(self, x, prefix):              # def norm: layer_norm(x, g, b), eps 1e-5
+        C = x.shape[-1]
+        return F.layer_norm(x, (C,), self[prefix + ".g"], self[prefix + ".b"], eps=1e-5)
+
+    def attention(self, x, prefix):
+        B, T, C = x.shape
+        H = self.heads
+        D = C // H
+        q, k, v = torch.split(self.linear(x, prefix + ".linear.0"), C, dim=-1)
+        q = q.reshape(B, T, H, D).transpose(1, 2)                 # [B, H, T, D]
+        k = k.reshape(B, T, H, D).transpose(1, 2)
+        v = v.reshape(B, T, H, D).transpose(1, 2)
+        att = q @ k.transpose(-2, -1) / math.sqrt(D)              # [B, H, T, T]
+        mask = torch.ones(T, T, dtype=torch.bool).triu(1)         # j > i: -inf
+        att = torch.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        return self.linear(y, prefix + ".linear.1")
+
+    def mlp(self, x, prefix):
+        h = F.gelu(self.linear(x, prefix + ".linear.0"), approximate="tanh")
+        return self.linear(h, prefix + ".linear.1")
+
+    def loss(self, tokens, targets):
+        wte, wpe = self["wte"], self["wpe"]
+        h = F.embedding(tokens.long(), wte) + wpe
+        for i in self.blocks:
+            b = f"block.{i}"
+            h = h + self.attention(self.norm(h, b + ".norm.0"), b + ".attention.0")
+            h = h + self.mlp(self.norm(h, b + ".norm.1"), b + ".mlp.0")
+        logits = self.norm(h, "norm.0") @ wte.t()                 # tied head [B, T, V]
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.long().reshape(-1))
+
+
+def char_gpt_shapes(model_text, layers=4):
+    dims = dict(re.findall(r"\b([TCV])\s*=\s*(\d+)", re.search(r"model\s+char_gpt\s*\(([^)]*)\)", model_text).group(1)))
+    T, C, V = int(dims["T"]), int(dims["C"]), int(dims["V"])
+    s = {"wte": (V, C), "wpe": (T, C), "norm.0.g": (C,), "norm.0.b": (C,)}
+    for i in range(layers):
+        b = f"block.{i}"
+        s.update({f"{b}.norm.0.g": (C,), f"{b}.norm.0.b": (C,), f"{b}.norm.1.g": (C,), f"{b}.norm.1.b": (C,),
+                  f"{b}.attention.0.linear.0.w": (C, 3 * C), f"{b}.attention.0.linear.0.b": (3 * C,),
+                  f"{b}.attention.0.linear.1.w": (C, C), f"{b}.attention.0.linear.1.b": (C,),
+                  f"{b}.mlp.0.linear.0.w": (C, 4 * C), f"{b}.mlp.0.linear.0.b": (4 * C,),
+                  f"{b}.mlp.0.linear.1.w": (4 * C, C), f"{b}.mlp.0.linear.1.b": (C,)})
+    return s, T, V
+
+
+def build(kind, model_text, init):
+    if kind == "fashion_mlp":
+        shapes = {n: tuple(t.shape) for n, t in init.items()} if init else {
+            "linear.0.w": (784, 256), "linear.0.b": (256,), "linear.1.w": (256, 10), "linear.1.b": (10,)}
+        return FashionMLP(shapes)
+    if kind == "char_gpt":
+        heads = int(re.search(r"block\(h,\s*heads\s*=\s*(\d+)\)", model_text).group(1))
+        shapes = {n: tuple(t.shape) for n, t in init.items()} if init else char_gpt_shapes(model_text)[0]
+        return CharGPT(shapes, heads)
+    raise SystemExit(f"torch_reference: unknown model kind {kind}")
+
+
+def synthetic_batch(kind, model_text, batch):
+    g = torch.Generator().manual_seed(1)
+    if kind == "fashion_mlp":
+        return torch.rand(batch, 784, generator=g), torch.randint(0, 10, (batch,), generator=g, dtype=torch.int32)
+    _, T, V = char_gpt_shapes(model_text)
+    return (torch.randint(0, 73, (batch, T), generator=g, dtype=torch.int32),
+            torch.randint(0, 73, (batch, T), generator=g, dtype=torch.int32))
+
+
+def train_step(model, opt, clip, batch, lr=None):
+    if lr is not None:
+        for group in opt.param_groups:
+            group["lr"] = lr
+    opt.zero_grad(set_to_none=True)
+    loss = model.loss(*batch)
+    loss.backward()
+    params = [p for _, p in model.named()]
+    if clip > 0:
+        norm = torch.nn.utils.clip_grad_norm_(params, clip, foreach=False)
+    else:
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
+    opt.step()
+    return loss.item(), norm.item()
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def check(args, kind, model_text, settings):
+    init = load_file(args.init)
+    model = build(kind, model_text, init)
+    names = set(model.names)
+    if names != set(init):
+        raise SystemExit(f"torch_reference: parameter names differ: only ours {sorted(set(init) - names)}, "
+                         f"only torch {sorted(names - set(init))}")
+    with torch.no_grad():
+        for n, p in model.named():
+            t = init[n]
+            if tuple(t.shape) != tuple(p.shape):
+                raise SystemExit(f"torch_reference: {n} is {tuple(t.shape)}, expected {tuple(p.shape)}")
+            p.copy_(t.float())
+    batches = load_file(args.batches)
+    rows = [json.loads(line) for line in open(args.metrics) if line.strip()]
+    train = {r["step"]: r for r in rows if r.get("kind") == "train"}
+    steps = args.steps or max(train)
+    opt = make_optimizer([p for _, p in model.named()], settings)
+
+    print(f"torch {torch.__version__}, float32, {torch.get_num_threads()} threads; "
+          f"{settings['optimizer']} {settings['args']}, clip_grad_norm {settings['clip'] or 'none'}")
+    print(f"{'step':>4} | {'modelrun loss':>14} | {'torch loss':>14} | {'rel diff':>9} |"
+          f" {'modelrun |g|':>12} | {'torch |g|':>12} | {'rel diff':>9}")
+    worst = worst_g = 0.0
+    bad = []
+    for k in range(steps):
+        if k + 1 not in train:
+            raise SystemExit(f"torch_reference: the metrics have no train row for step {k + 1}")
+        r = train[k + 1]
+        try:
+            batch = tuple(batches[f"step{k}.{n}"] for n in model.inputs)
+        except KeyError as e:
+            raise SystemExit(f"torch_reference: no batch {e} in {args.batches}")
+        loss, norm = train_step(model, opt, settings["clip"], batch, lr=r["lr"])
+        d, dg = rel(loss, r["loss"]), rel(norm, r["grad_norm"])
+        worst, worst_g = max(worst, d), max(worst_g, dg)
+        if not d <= args.tolerance:
+            bad.append(k + 1)
+        print(f"{k + 1:>4} | {r['loss']:>14.8f} | {loss:>14.8f} | {d:>9.2e} |"
+              f" {r['grad_norm']:>12.7f} | {norm:>12.7f} | {dg:>9.2e}")
+    print(f"max relative difference: loss {worst:.2e}, grad norm {worst_g:.2e} (tolerance {args.tolerance:g} on the loss)")
+    if bad:
+        print(f"FAIL: steps {bad} differ by more than {args.tolerance:g}")
+        return 1
+    print("OK")
+    return 0
+
+
+def bench(args, kind, model_text, settings):
+    batch_size = args.batch or settings["batch"]
+    model = build(kind, model_text, None)
+    with torch.no_grad():
+        for n, p in model.named():        # any reasonable values: only the time is measured
+            p.normal_(0, 0.02) if p.dim() > 1 else p.fill_(1.0 if n.endswith(".g") else 0.0)
+    opt = make_optimizer([p for _, p in model.named()], settings)
+    batch = synthetic_batch(kind, model_text, batch_size)
+    for _ in range(args.warmup):
+        train_step(model, opt, settings["clip"], batch)
+    times = []
+    t0 = time.perf_counter()
+    for _ in range(args.bench_steps):
+        a = time.perf_counter()
+        train_step(model, opt, settings["clip"], batch)
+        times.append(time.perf_counter() - a)
+    total = time.perf_counter() - t0
+    times.sort()
+    median = times[len(times) // 2]
+    print(f"# PyTorch {torch.__version__} eager, float32, CPU (forward, backward, clipping, optimizer step)")
+    print(f"{'model':<14} {'batch':>6} {'threads':>8} {'steps/s':>10} {'samples/s':>12} {'median ms/step':>14}")
+    print(f"{kind:<14} {batch_size:>6} {torch.get_num_threads():>8} {args.bench_steps / total:>10.2f}"
+          f" {args.bench_steps * batch_size / total:>12.0f} {1e3 * median:>14.2f}")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model_file", metavar="MODEL", help="the .model file (models/fashion_mlp.model, ...)")
+    ap.add_argument("kind", choices=["fashion_mlp", "char_gpt"])
+    ap.add_argument("--init", help="modelrun train --save-initial output")
+    ap.add_argument("--batches", help="modelrun train --dump-batches output")
+    ap.add_argument("--metrics", help="modelrun train --metrics output (.jsonl)")
+    ap.add_argument("--steps", type=int, default=0, help="steps to compare (default: all in the metrics); "
+                    "with --bench, timed steps (default 20)")
+    ap.add_argument("--tolerance", type=float, default=1e-4, help="largest relative loss difference (1e-4)")
+    ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
+    ap.add_argument("--bench", action="store_true", help="time eager train steps instead of checking")
+    ap.add_argument("--warmup", type=int, default=3, help="--bench: untimed steps first (3)")
+    ap.add_argument("--batch", type=int, default=0, help="--bench: examples per step (default: the train section's)")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(1)
+    torch.set_default_dtype(torch.float32)
+    torch.manual_seed(0)
+    model_text = open(args.model_file).read()
+    settings = train_settings(model_text)
+    if args.bench:
+        args.bench_steps = args.steps or 20
+        return bench(args, args.kind, model_text, settings)
+    if not (args.init and args.batches and args.metrics):
+        ap.error("--init, --batches and --metrics are needed (or --bench)")
+    return check(args, args.kind, model_text, settings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
