@@ -1,5 +1,6 @@
 // safetensors writing (atomic: temporary file, fsync, rename, directory fsync) and reading
 // (every field validated before a byte of tensor data is trusted).
+#include "runtime/tensor.h"
 #include "runtime/checkpoint.h"
 
 #include <fcntl.h>
@@ -23,7 +24,6 @@ using json = nlohmann::ordered_json;
 
 constexpr uint64_t kMaxHeader = 100u << 20;  // safetensors' own limit: 100 MB
 
-std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ",")); }
 
 bool parse_dtype(const std::string& s, ElemType& t) {
   static const std::pair<const char*, ElemType> kTypes[] = {

@@ -11,6 +11,13 @@
 
 namespace modelc::rt {
 
+// "[64,784]": how messages show a concrete shape.
+inline std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
 struct HostTensor {
   ElemType type = ElemType::F32;
   std::vector<int64_t> shape;
@@ -29,11 +36,7 @@ struct HostTensor {
   const float* f32() const { return reinterpret_cast<const float*>(bytes.data()); }
   int32_t* i32() { return reinterpret_cast<int32_t*>(bytes.data()); }
   const int32_t* i32() const { return reinterpret_cast<const int32_t*>(bytes.data()); }
-  std::string shape_str() const {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-    return s + "]";
-  }
+  std::string shape_str() const { return rt::shape_str(shape); }
 };
 
 }  // namespace modelc::rt

@@ -6,6 +6,7 @@
 // block (split over the pool, kernels/cpu/gemm.h); its gradients are the two transposed products and col2im.
 // Blocks of images keep col under ~32 MB. col2im is split over (image, channel) planes, so
 // the scatter-adds of the input gradient are race-free and deterministic.
+#include "runtime/tensor.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/gemm.h"
 
@@ -22,11 +23,7 @@ namespace modelc::kernels {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
+using rt::shape_str;
 
 int64_t col_rows(const ConvGeom& g) { return g.Cg * g.KH * g.KW; }
 

@@ -7,17 +7,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/tensor.h"
 #include "kernels/cpu/library.h"
 
 namespace modelc::kernels {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
+using rt::shape_str;
 
 void check_ids(const LibCall& c, const TensorArg& ids, int64_t rows) {
   const int32_t* p = ids.i32();

@@ -1,4 +1,5 @@
 // The library-op table and the checks every op shares.
+#include "runtime/tensor.h"
 #include "kernels/cpu/library.h"
 
 #include <fmt/format.h>
@@ -7,11 +8,7 @@ namespace modelc::kernels {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
+using rt::shape_str;
 
 const LibraryTable& table() {
   static const LibraryTable t = [] {

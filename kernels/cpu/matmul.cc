@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/tensor.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/library.h"
 
@@ -18,11 +19,7 @@ namespace modelc::kernels {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
+using rt::shape_str;
 
 void matmul(const LibCall& c) {
   c.expect_arity(2, 2, 1, 1);

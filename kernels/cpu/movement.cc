@@ -8,17 +8,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "runtime/tensor.h"
 #include "kernels/cpu/library.h"
 
 namespace modelc::kernels {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
+using rt::shape_str;
 
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> s(shape.size(), 1);

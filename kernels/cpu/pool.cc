@@ -9,17 +9,14 @@
 #include <cstring>
 #include <limits>
 
+#include "runtime/tensor.h"
 #include "kernels/cpu/library.h"
 
 namespace modelc::kernels {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
+using rt::shape_str;
 
 struct Window {
   int64_t kh, kw, sh, sw, ph, pw;

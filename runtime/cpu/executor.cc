@@ -1,4 +1,5 @@
 // The CPU executor: symbol binding, buffer layout and the instruction loop.
+#include "runtime/tensor.h"
 #include "runtime/cpu/executor.h"
 
 #include <fmt/format.h>
@@ -15,11 +16,7 @@ namespace {
 
 constexpr int64_t kUnbound = std::numeric_limits<int64_t>::min();
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
+using rt::shape_str;
 
 std::string expr_shape_str(const std::vector<SizeExpr>& s, const std::vector<std::string>& names) {
   std::string r = "[";

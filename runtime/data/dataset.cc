@@ -60,7 +60,6 @@ int64_t int_arg(const DataSpec& spec, const char* name, std::optional<int64_t> d
   return *dflt;
 }
 
-std::string shape_str(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ",")); }
 
 int64_t numel(const std::vector<int64_t>& s) {
   int64_t n = 1;
