@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "compiler/ir/op_registry.h"
+#include "compiler/ir/ops/window.h"
 
 namespace modelc {
 
@@ -19,23 +20,6 @@ namespace {
 
 std::string ints_str(const Ints& v) { return attr_str(AttrValue(v)); }
 
-// Reads the window attribute `name` as (height, width): one entry means both. Fails unless
-// it has 1 or 2 entries of at least `min`; sets it to its two-entry form.
-bool pair_attr(InferCtx& c, const char* op, const char* name, int64_t min, Ints& hw) {
-  hw = c.attrs.ints(name);
-  if (hw.size() != 1 && hw.size() != 2) {
-    c.fail_attr(fmt::format("{} {} must have 1 or 2 entries, got {}", op, name, ints_str(hw)), name);
-    return false;
-  }
-  if (hw.size() == 1) hw.push_back(hw[0]);
-  if (hw[0] < min || hw[1] < min) {
-    c.fail_attr(fmt::format("{} {} must be {}, got {}", op, name, min > 0 ? "positive" : "non-negative",
-                            ints_str(c.attrs.ints(name))), name);
-    return false;
-  }
-  c.attrs.set(name, hw);
-  return true;
-}
 
 // The output extent of a window sweep over `in`: (in + 2*pad - span) / stride + 1, where
 // span = dilation*(kernel-1) + 1 is the extent one window covers. `axis` ("height" or
@@ -193,6 +177,22 @@ void ref_pool(RefCtx& c, bool max) {
 }
 
 }  // namespace
+
+bool pair_attr(InferCtx& c, const char* op, const char* name, int64_t min, Ints& hw) {
+  hw = c.attrs.ints(name);
+  if (hw.size() != 1 && hw.size() != 2) {
+    c.fail_attr(fmt::format("{} {} must have 1 or 2 entries, got {}", op, name, ints_str(hw)), name);
+    return false;
+  }
+  if (hw.size() == 1) hw.push_back(hw[0]);
+  if (hw[0] < min || hw[1] < min) {
+    c.fail_attr(fmt::format("{} {} must be {}, got {}", op, name, min > 0 ? "positive" : "non-negative",
+                            ints_str(c.attrs.ints(name))), name);
+    return false;
+  }
+  c.attrs.set(name, hw);
+  return true;
+}
 
 void register_conv_ops(OpRegistry& r) {
   r.def(OpKind::Conv2d)

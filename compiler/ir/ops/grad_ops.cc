@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "compiler/ir/op_registry.h"
+#include "compiler/ir/ops/window.h"
 
 namespace modelc {
 
@@ -21,23 +22,6 @@ namespace {
 
 std::string ints_str(const Ints& v) { return attr_str(AttrValue(v)); }
 
-// The window attribute `name` as (height, width), canonicalised to two entries of at
-// least `min` (as conv.cc does for the forward ops).
-bool pair_attr(InferCtx& c, const char* op, const char* name, int64_t min, Ints& hw) {
-  hw = c.attrs.ints(name);
-  if (hw.size() != 1 && hw.size() != 2) {
-    c.fail_attr(fmt::format("{} {} must have 1 or 2 entries, got {}", op, name, ints_str(hw)), name);
-    return false;
-  }
-  if (hw.size() == 1) hw.push_back(hw[0]);
-  if (hw[0] < min || hw[1] < min) {
-    c.fail_attr(fmt::format("{} {} must be {}, got {}", op, name, min > 0 ? "positive" : "non-negative",
-                            ints_str(c.attrs.ints(name))), name);
-    return false;
-  }
-  c.attrs.set(name, hw);
-  return true;
-}
 
 // The output extent of a window sweep: (in + 2*pad - dilation*(kernel-1) - 1) / stride + 1,
 // floor division; nullopt when a symbolic extent does not divide exactly.
