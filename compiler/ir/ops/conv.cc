@@ -26,15 +26,7 @@ std::string ints_str(const Ints& v) { return attr_str(AttrValue(v)); }
 // "width") names it in messages.
 std::optional<Dim> sweep_extent(InferCtx& c, const char* op, const char* axis, const Dim& in,
                                 const Dim& kernel, int64_t stride, int64_t pad, int64_t dilation) {
-  Dim num = in + Dim(2 * pad) - Dim(dilation) * (kernel - Dim(1)) - Dim(1);
-  if (stride == 1) return num + Dim(1);
-  if (auto n = num.as_const()) {
-    // Floor division (a negative numerator means no window fits).
-    int64_t q = *n >= 0 ? *n / stride : -((-*n + stride - 1) / stride);
-    return Dim(q + 1);
-  }
-  // A symbolic extent: exact only when every coefficient divides (e.g. 16*P - 16 by 16).
-  if (auto q = Dim::divide(num, Dim(stride))) return *q + Dim(1);
+  if (auto e = window_sweep(in, kernel, stride, pad, dilation)) return e;
   const char* what = in.is_symbolic() ? "input" : "kernel";
   c.fail(fmt::format("{} with stride {} needs a known {} {}, got {}", op, stride, what, axis,
                      in.is_symbolic() ? in.str() : kernel.str()), in.is_symbolic() ? 0 : 1);
@@ -177,6 +169,17 @@ void ref_pool(RefCtx& c, bool max) {
 }
 
 }  // namespace
+
+std::optional<Dim> window_sweep(const Dim& in, const Dim& kernel, int64_t stride, int64_t pad, int64_t dilation) {
+  Dim num = in + Dim(2 * pad) - Dim(dilation) * (kernel - Dim(1)) - Dim(1);
+  if (stride == 1) return num + Dim(1);
+  if (auto n = num.as_const()) {
+    int64_t q = *n >= 0 ? *n / stride : -((-*n + stride - 1) / stride);
+    return Dim(q + 1);
+  }
+  if (auto q = Dim::divide(num, Dim(stride))) return *q + Dim(1);
+  return std::nullopt;
+}
 
 bool pair_attr(InferCtx& c, const char* op, const char* name, int64_t min, Ints& hw) {
   hw = c.attrs.ints(name);

@@ -23,25 +23,12 @@ namespace {
 std::string ints_str(const Ints& v) { return attr_str(AttrValue(v)); }
 
 
-// The output extent of a window sweep: (in + 2*pad - dilation*(kernel-1) - 1) / stride + 1,
-// floor division; nullopt when a symbolic extent does not divide exactly.
-std::optional<Dim> sweep(const Dim& in, const Dim& kernel, int64_t stride, int64_t pad, int64_t dilation) {
-  Dim num = in + Dim(2 * pad) - Dim(dilation) * (kernel - Dim(1)) - Dim(1);
-  if (stride == 1) return num + Dim(1);
-  if (auto n = num.as_const()) {
-    int64_t q = *n >= 0 ? *n / stride : -((-*n + stride - 1) / stride);
-    return Dim(q + 1);
-  }
-  if (auto q = Dim::divide(num, Dim(stride))) return *q + Dim(1);
-  return std::nullopt;
-}
-
 // Checks that `grad` [N,O,HO,WO] is what a sweep of (kh,kw) over `in` [N,C,H,W] gives in
 // its spatial extents; `in_what` names the input shape in the message.
 bool check_sweep(InferCtx& c, const char* op, const TensorType& grad, int grad_input, const Shape& in,
                  const Dim& kh, const Dim& kw, const Ints& stride, const Ints& pad, const Ints& dil) {
-  auto ho = sweep(in[2], kh, stride[0], pad[0], dil[0]);
-  auto wo = sweep(in[3], kw, stride[1], pad[1], dil[1]);
+  auto ho = window_sweep(in[2], kh, stride[0], pad[0], dil[0]);
+  auto wo = window_sweep(in[3], kw, stride[1], pad[1], dil[1]);
   if (!ho || !wo || *ho != grad.shape[2] || *wo != grad.shape[3]) {
     c.fail(fmt::format("{} gradient {} does not fit input {} (a {}x{} window, stride {}, padding {}, dilation {} "
                        "gives {}x{})", op, grad.str(), shape_str(in), kh.str(), kw.str(), ints_str(stride),
