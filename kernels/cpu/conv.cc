@@ -115,15 +115,20 @@ ConvGeom conv_geometry(const LibCall& c, const TensorArg& x, const TensorArg& w,
   return g;
 }
 
+const TensorArg* conv_bias(const LibCall& c, const ConvGeom& g) {
+  const TensorArg* bias = c.inputs.size() > 2 && c.inputs[2].present() ? &c.inputs[2] : nullptr;
+  if (bias && (bias->type != ElemType::F32 || bias->shape != std::vector<int64_t>{g.O}))
+    c.fail(fmt::format("bias must be f32[{}], got {}{}", g.O, rt::elem_name(bias->type), shape_str(bias->shape)));
+  return bias;
+}
+
 void conv2d_im2col(const LibCall& c) {
   c.expect_arity(2, 3, 1, 1);
   const TensorArg& x = c.in(0);
   const TensorArg& w = c.in(1);
   const TensorArg& y = c.out(0);
   ConvGeom g = conv_geometry(c, x, w, y, "input", "weight", "output");
-  const TensorArg* bias = c.inputs.size() > 2 && c.inputs[2].present() ? &c.inputs[2] : nullptr;
-  if (bias && (bias->type != ElemType::F32 || bias->shape != std::vector<int64_t>{g.O}))
-    c.fail(fmt::format("bias must be f32[{}], got {}{}", g.O, rt::elem_name(bias->type), shape_str(bias->shape)));
+  const TensorArg* bias = conv_bias(c, g);
   int64_t P = g.HO * g.WO, CK = col_rows(g), NB = block_images(g);
   std::vector<float> col(static_cast<size_t>(CK * NB * P)), tmp(static_cast<size_t>(g.Og * NB * P));
   for (int64_t n0 = 0; n0 < g.N; n0 += NB) {

@@ -21,5 +21,8 @@ struct ConvGeom {
 // messages ("input", "weight", "output" or the gradients' roles).
 ConvGeom conv_geometry(const LibCall& c, const TensorArg& x, const TensorArg& w, const TensorArg& y,
                        const char* x_role, const char* w_role, const char* y_role);
+// The optional bias (input 2) of a forward convolution: nullptr when absent; fails unless
+// it is f32[O].
+const TensorArg* conv_bias(const LibCall& c, const ConvGeom& g);
 
 }  // namespace modelc::kernels

@@ -162,9 +162,7 @@ void conv2d_onednn(const LibCall& c) {
   const TensorArg& w = c.in(1);
   const TensorArg& y = c.out(0);
   ConvGeom g = conv_geometry(c, x, w, y, "input", "weight", "output");
-  const TensorArg* bias = c.inputs.size() > 2 && c.inputs[2].present() ? &c.inputs[2] : nullptr;
-  if (bias && (bias->type != ElemType::F32 || bias->shape != std::vector<int64_t>{g.O}))
-    c.fail(fmt::format("bias must be f32[{}], got {}", g.O, rt::elem_name(bias->type)));
+  const TensorArg* bias = conv_bias(c, g);
   if (!descs(g).ok) return conv2d_im2col(c);
   over_batches(c, g.N, c.pool->chunks_for(g.N, 1), [&](int64_t, int64_t n0, int64_t n1) {
     Descs d = descs(sub_batch(g, n0, n1));
