@@ -20,6 +20,9 @@ std::shared_ptr<rt::Program> compile_program(Compilation& c, const std::string& 
   }
   LowerOptions lo;
   lo.describe = [&c](SourceLoc loc) { return c.sources().describe(loc); };
+  lo.fusion = options.fusion;
+  lo.ptx_target = options.ptx_target;
+  lo.shared_object = options.shared_object;
   return lower_program(*e.graph, step.get(), train, lo);
 }
 

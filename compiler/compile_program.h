@@ -13,6 +13,9 @@ namespace modelc {
 
 struct ProgramOptions {
   bool train = true;  // false: the eval function only, even when there is a train section
+  bool fusion = true;  // false: one kernel per node (-fno-fusion)
+  std::string ptx_target;              // non-empty: also compile PTX for it (LowerOptions)
+  std::string* shared_object = nullptr;  // non-null: also emit the host code as a .so
 };
 
 // Problems go to c.diags() (user errors in the model) or are thrown as UserError (what the

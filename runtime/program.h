@@ -70,10 +70,20 @@ struct BufferDesc {
 // instruction's size table evaluated under the current symbol values.
 using HostKernelFn = void (*)(void* const* buffers, const int64_t* sizes, int64_t begin, int64_t end);
 
+// How a GPU launch maps a kernel's work items to threads (chosen per kernel by the compiler).
+enum class GpuMapping : uint8_t {
+  Thread,  // one work item per thread, grid-stride loop over the extent
+  Block    // one work item per thread block (row reductions: threads split the row)
+};
+
 struct KernelDesc {
   std::string name;           // e.g. "k12_add"; shown by profiles
   HostKernelFn host = nullptr;
   std::string source;         // the kernel's target-neutral IR text, for dumps and the GPU path
+  // The kernel's GPU launch configuration; the PTX entry point has the same name.
+  GpuMapping gpu_mapping = GpuMapping::Thread;
+  uint32_t gpu_block = 256;   // threads per block, a multiple of 32
+  uint32_t nodes = 1;         // IR nodes fused into this kernel (1: unfused)
 };
 
 constexpr uint32_t kNoBuffer = UINT32_MAX;
@@ -146,6 +156,9 @@ struct Program {
   std::vector<KernelDesc> kernels;
   std::vector<Function> functions;
   TrainSettings train;
+  // The kernels compiled for NVPTX (one module, every kernel an entry point), and the
+  // target it was compiled for ("sm_80"); empty when the Program has no GPU code.
+  std::string ptx, ptx_target;
   std::shared_ptr<void> code;  // keeps the kernels' machine code alive
 
   const Function* function(const std::string& name) const;

@@ -56,6 +56,12 @@ class KernelCompiler {
   // where the backend expands them to calls) need libdevice, which is not linked yet.
   std::string ptx(const std::string& sm = "sm_80") const;
 
+  // The host kernels as a shared object (compiler/codegen/object.cc): the module optimised
+  // as finish() does, emitted as an object file by LLVM and linked by the system linker;
+  // returns the bytes of the .so, whose exported symbols are the kernels' names. Call
+  // before finish().
+  std::string shared_object() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

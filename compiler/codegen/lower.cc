@@ -219,6 +219,11 @@ std::shared_ptr<rt::Program> lower_program(const Graph& forward, const Graph* tr
   Lowering l(*p, syms, kc, options);
   if (train_step) l.lower_function("train_step", *train_step, true);
   l.lower_function("eval", forward, false);
+  if (!options.ptx_target.empty()) {
+    p->ptx = kc.ptx(options.ptx_target);
+    p->ptx_target = options.ptx_target;
+  }
+  if (options.shared_object) *options.shared_object = kc.shared_object();
   p->kernels = kc.finish(p->code);
   p->symbols = syms.names();
   if (train) p->train = lower_train_settings(*train);

@@ -22,6 +22,15 @@ namespace modelc {
 struct LowerOptions {
   // Formats a source location for messages ("models/x.model:12:5"); may be empty.
   std::function<std::string(SourceLoc)> describe;
+  // Fuse elementwise chains into reductions and each other (compiler/passes/fusion.h);
+  // false: one kernel per node (`-fno-fusion`).
+  bool fusion = true;
+  // Also compile the kernels for NVPTX into Program::ptx, for this target ("sm_80",
+  // "sm_90"); empty: no PTX.
+  std::string ptx_target;
+  // When set, also emits the host kernels as a shared object (the bytes of a .so whose
+  // exported symbols are the kernels' names) into *shared_object, for a .plan file.
+  std::string* shared_object = nullptr;
 };
 
 // `train_step` may be null (a model without a train section): the Program then has "eval"
