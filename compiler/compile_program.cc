@@ -23,6 +23,7 @@ std::shared_ptr<rt::Program> compile_program(Compilation& c, const std::string& 
   lo.fusion = options.fusion;
   lo.ptx_target = options.ptx_target;
   lo.shared_object = options.shared_object;
+  lo.llvm_text = options.llvm_text;
   return lower_program(*e.graph, step.get(), train, lo);
 }
 

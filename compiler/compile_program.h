@@ -16,6 +16,7 @@ struct ProgramOptions {
   bool fusion = true;  // false: one kernel per node (-fno-fusion)
   std::string ptx_target;              // non-empty: also compile PTX for it (LowerOptions)
   std::string* shared_object = nullptr;  // non-null: also emit the host code as a .so
+  std::string* llvm_text = nullptr;      // non-null: receives the kernels' LLVM IR text
 };
 
 // Problems go to c.diags() (user errors in the model) or are thrown as UserError (what the

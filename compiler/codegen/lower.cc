@@ -223,6 +223,7 @@ std::shared_ptr<rt::Program> lower_program(const Graph& forward, const Graph* tr
     p->ptx = kc.ptx(options.ptx_target);
     p->ptx_target = options.ptx_target;
   }
+  if (options.llvm_text) *options.llvm_text = kc.module_text();
   if (options.shared_object) *options.shared_object = kc.shared_object();
   p->kernels = kc.finish(p->code);
   p->symbols = syms.names();

@@ -31,6 +31,8 @@ struct LowerOptions {
   // When set, also emits the host kernels as a shared object (the bytes of a .so whose
   // exported symbols are the kernels' names) into *shared_object, for a .plan file.
   std::string* shared_object = nullptr;
+  // When set, receives the kernels' target-neutral LLVM module text (--emit=llvm).
+  std::string* llvm_text = nullptr;
 };
 
 // `train_step` may be null (a model without a train section): the Program then has "eval"
