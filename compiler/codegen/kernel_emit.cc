@@ -93,6 +93,22 @@ llvm::Value* KernelBuilder::load(DType t, size_t buf, llvm::Value* offset) {
   return v;
 }
 
+llvm::Value* KernelBuilder::load_input(DType t, size_t buf, llvm::Value* offset) {
+  llvm::Type* et = elem_type(ctx, t);
+  llvm::LoadInst* l = b.CreateLoad(et, b.CreateInBoundsGEP(et, buffer(buf), offset));
+  l->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx, {}));
+  llvm::Value* v = l;
+  if (t == DType::Bool) v = b.CreateICmpNE(v, b.getInt8(0));
+  return v;
+}
+
+bool KernelBuilder::available(llvm::Value* v) const {
+  auto* inst = llvm::dyn_cast<llvm::Instruction>(v);
+  if (!inst) return true;
+  const llvm::BasicBlock* bb = inst->getParent();
+  return bb == b.GetInsertBlock() || bb == &fn->getEntryBlock();
+}
+
 void KernelBuilder::store(DType t, size_t buf, llvm::Value* offset, llvm::Value* v) {
   v = convert(v, t);
   llvm::Type* et = elem_type(ctx, t);

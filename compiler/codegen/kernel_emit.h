@@ -31,6 +31,7 @@ class KernelBuilder {
   llvm::Value* index = nullptr;  // work item i (i64)
   std::vector<rt::SizeExpr> sizes;  // the size table, in the order the body reads it
   int64_t grain = 1;
+  bool training = true;  // false: dropout is the identity
 
   llvm::Type* i64() { return b.getInt64Ty(); }
   llvm::Value* c64(int64_t v) { return b.getInt64(static_cast<uint64_t>(v)); }
@@ -42,6 +43,9 @@ class KernelBuilder {
   // Element k of buffer `buf` of type t, as f32, i32 or i1 (bool); and the store of a
   // value converted to t (convert's semantics).
   llvm::Value* load(DType t, size_t buf, llvm::Value* offset);
+  // The same for a buffer the kernel only reads: marked invariant, so that loads of
+  // broadcast scalars are hoisted out of the host loop.
+  llvm::Value* load_input(DType t, size_t buf, llvm::Value* offset);
   void store(DType t, size_t buf, llvm::Value* offset, llvm::Value* v);
   // `cast` semantics: f32 -> i32 truncates and saturates (NaN -> 0), -> bool is != 0.
   llvm::Value* convert(llvm::Value* v, DType to);
@@ -53,6 +57,9 @@ class KernelBuilder {
   llvm::Value* div(llvm::Value* a, llvm::Value* d) { return b.CreateUDiv(a, d); }
   llvm::Value* rem(llvm::Value* a, llvm::Value* d) { return b.CreateURem(a, d); }
   void finish();  // ret void
+  // True when `v` may be used at the insertion point: not an instruction, or defined in
+  // the current block or the entry block (a conservative dominance test for memoising).
+  bool available(llvm::Value* v) const;
 
  private:
   llvm::Value* buffers_ = nullptr;
@@ -64,12 +71,25 @@ class KernelBuilder {
 
 llvm::Type* elem_type(llvm::LLVMContext& ctx, DType t);  // f32 float, i32 i32, bool i8
 
-// Family emitters: fill kb's body for node `id`. Elementwise ops (the scalar definitions,
-// cast, dropout, causal_mask, one_hot) process one output element per work item; the
-// extent they return is the number of work items.
-rt::SizeExpr emit_elementwise(KernelBuilder& kb, const Graph& g, NodeId id);
-rt::SizeExpr emit_reduction(KernelBuilder& kb, const Graph& g, NodeId id);  // sum, mean, max
-rt::SizeExpr emit_row_op(KernelBuilder& kb, const Graph& g, NodeId id);     // softmax, ...
+// Reads input k of the node being emitted at a flat offset into that input's own shape
+// (from a buffer, or computed by a fused producer).
+using Reader = std::function<llvm::Value*(size_t input, llvm::Value* offset)>;
+
+// The op families, as values (compiler/codegen/kernels_elementwise.cc, kernels_reduce.cc).
+// Elementwise ops (the scalar definitions with numpy broadcasting of their inputs, cast,
+// dropout, causal_mask, one_hot): element `off` of the node's output.
+llvm::Value* elementwise_value(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* off, const Reader& read);
+// sum / mean / max / cross_entropy: output element `out`, one loop (nest) over the reduced
+// elements.
+llvm::Value* reduction_value(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* out, const Reader& read);
+// Row ops (softmax, log_softmax, layer_norm): lane `lane` along the op's axis; calls
+// write(offset, value) for every element of the lane in its last pass.
+using RowWriter = std::function<void(llvm::Value* offset, llvm::Value* value)>;
+void row_op(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* lane, const Reader& read, const RowWriter& write);
+// The number of lanes of a row op, and the number of elements a reduction reads per output.
+Dim row_lanes(const Graph& g, const Node& n);
+Dim row_length(const Graph& g, const Node& n);
+Dim reduced_count(const Graph& g, const Node& n);
 
 // A rough per-work-item cost from a shape's constant dims (a symbolic dim counts as 64).
 int64_t estimate(const Shape& s);

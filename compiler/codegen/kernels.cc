@@ -16,7 +16,6 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
-#include "compiler/codegen/kernel_emit.h"
 #include "compiler/codegen/kernels_impl.h"
 #include "compiler/ir/op_registry.h"
 
@@ -126,30 +125,26 @@ bool KernelCompiler::handles(const Graph& g, NodeId id) {
   if (!supported_dtype(n.outputs[0].dtype)) return false;
   const OpInfo& info = op_info(n.op);
   if (special_op(n.op)) return true;
+  if (n.op == OpKind::Constant) return n.attrs.has("value");
   return info.scalar && (info.fusion == FusionKind::Elementwise || info.fusion == FusionKind::Broadcast);
 }
 
-EmittedKernel KernelCompiler::emit(const Graph& g, NodeId id) {
-  Impl& im = *impl_;
-  if (im.finished) throw InternalError("kernel compiler: emit() after finish()");
+EmittedKernel KernelCompiler::emit(const Graph& g, NodeId id, const EmitOptions& options) {
   if (!handles(g, id))
     throw InternalError(fmt::format("kernel compiler: no kernel for node {} ({})", id, op_name(g.node(id).op)));
   const Node& n = g.node(id);
-  const auto index = static_cast<uint32_t>(im.kernels.size());
-  std::string name = fmt::format("k{}_{}", index, op_name(n.op));
-  KernelBuilder kb(*im.module, im.symbols, name + ".body");
-  rt::SizeExpr extent;
-  if (n.op == OpKind::Sum || n.op == OpKind::Mean || n.op == OpKind::Max) extent = emit_reduction(kb, g, id);
-  else if (op_info(n.op).fusion == FusionKind::Reduction) extent = emit_row_op(kb, g, id);
-  else extent = emit_elementwise(kb, g, id);
-  kb.finish();
-  llvm::Function* host = emit_host_wrapper(*im.module, kb.fn, name);
-  std::string err;
-  llvm::raw_string_ostream os(err);
-  if (llvm::verifyFunction(*kb.fn, &os) || llvm::verifyFunction(*host, &os))
-    throw InternalError(fmt::format("kernel compiler: invalid IR for {}: {}\n{}", name, err, function_text(kb.fn)));
-  im.kernels.push_back({name, kb.fn});
-  return EmittedKernel{index, std::move(kb.sizes), std::move(extent), kb.grain};
+  FusionGroup grp;
+  const FusionKind kind = op_info(n.op).fusion;
+  const bool reduction = kind == FusionKind::Reduction || kind == FusionKind::Row;
+  grp.kind = kind == FusionKind::Row ? FusionGroup::Kind::Row
+             : reduction            ? FusionGroup::Kind::Reduce
+                                    : FusionGroup::Kind::Loop;
+  grp.root = id;
+  if (reduction) grp.anchor = id;
+  grp.nodes = {id};
+  for (const Value& v : n.inputs) grp.inputs.push_back(v);  // an absent input keeps its slot
+  grp.outputs = {Value{id, 0}};
+  return emit_group(g, grp, std::vector<bool>(g.nodes.size(), false), options);
 }
 
 std::string KernelCompiler::module_text() const {
@@ -172,6 +167,8 @@ std::vector<rt::KernelDesc> KernelCompiler::finish(std::shared_ptr<void>& code) 
   for (const Impl::Kernel& k : im.kernels) {
     rt::KernelDesc d;
     d.name = k.name;
+    d.nodes = k.nodes;
+    d.gpu_mapping = k.row ? rt::GpuMapping::Block : rt::GpuMapping::Thread;
     d.source = function_text(k.body) + "\n" + function_text(im.module->getFunction(k.name));
     out.push_back(std::move(d));
   }

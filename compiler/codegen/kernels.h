@@ -16,6 +16,7 @@
 
 #include "compiler/codegen/sizes.h"
 #include "compiler/ir/graph.h"
+#include "compiler/passes/fusion.h"
 #include "runtime/program.h"
 
 namespace modelc {
@@ -25,6 +26,10 @@ struct EmittedKernel {
   std::vector<rt::SizeExpr> sizes;   // the size table the kernel reads
   rt::SizeExpr extent;               // work items
   int64_t grain;                     // smallest worthwhile chunk of work items
+};
+
+struct EmitOptions {
+  bool training = true;  // false: dropout is the identity (the eval function)
 };
 
 class KernelCompiler {
@@ -42,7 +47,12 @@ class KernelCompiler {
   // Emits node id's kernel. Throws InternalError for a node handles() refuses.
   // Semantics beyond the reference: dropout is always in training mode (an eval lowering
   // drops the node); cross_entropy with a target outside [0, C) gives NaN.
-  EmittedKernel emit(const Graph& g, NodeId id);
+  EmittedKernel emit(const Graph& g, NodeId id, const EmitOptions& options = {});
+  // Emits one kernel for a fusion group (compiler/passes/fusion.h; kernels_fused.cc).
+  // Buffers at run time: the group's inputs, then its outputs, in the group's order. Nodes
+  // the plan marks inlined are recomputed where they are read.
+  EmittedKernel emit_group(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
+                           const EmitOptions& options = {});
   // Compiles everything emitted with ORC LLJIT for the host (O3, vectorized, host CPU and
   // features), returns the kernels in order (name, host fn pointer, IR text) and stores the
   // owner of the machine code (the LLJIT) in `code`. The compiler is spent afterwards.

@@ -14,13 +14,13 @@ namespace modelc {
 namespace {
 
 
-// The flat offset of every input's element for output element i under numpy broadcasting.
+// The flat offset of every input's element for output element `index` under numpy broadcasting.
 // Output dims of extent 1 are dropped and neighbouring dims that every input treats alike
 // (varying or broadcast) are merged, so [B,784] + [784] indexes the bias with i % 784.
-std::vector<llvm::Value*> broadcast_offsets(KernelBuilder& kb, const Graph& g, const Node& n) {
+std::vector<llvm::Value*> broadcast_offsets(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* index) {
   const Shape& os = n.outputs[0].shape;
   const size_t nin = n.inputs.size();
-  std::vector<llvm::Value*> offs(nin, kb.index);
+  std::vector<llvm::Value*> offs(nin, index);
   std::vector<const Shape*> ins;
   bool all_same = true;
   for (size_t k = 0; k < nin; ++k) {
@@ -49,7 +49,7 @@ std::vector<llvm::Value*> broadcast_offsets(KernelBuilder& kb, const Graph& g, c
   const size_t ng = extent.size();
   // Coordinates of i over the groups (the first group takes what remains).
   std::vector<llvm::Value*> coord(ng);
-  llvm::Value* rest = kb.index;
+  llvm::Value* rest = index;
   for (size_t j = ng; j-- > 0;) {
     if (j == 0) { coord[j] = rest; break; }
     llvm::Value* m = kb.size(extent[j]);
@@ -96,7 +96,7 @@ std::pair<llvm::Value*, llvm::Value*> split64(llvm::IRBuilder<>& b, llvm::Value*
 // dropout in training mode: keep when dropout_uniform(seed, key, step, i) >= p, scaled by
 // 1/(1-p). Seed and step come from the size table ($seed, $step); the site key is hoisted
 // out of the host loop by the optimiser (it depends on the seed only).
-llvm::Value* emit_dropout(KernelBuilder& kb, const Node& n, llvm::Value* x) {
+llvm::Value* emit_dropout(KernelBuilder& kb, const Node& n, llvm::Value* index, llvm::Value* x) {
   auto& b = kb.b;
   double p = n.attrs.f("p");
   auto key = static_cast<uint64_t>(n.attrs.has("key") ? n.attrs.i("key") : 0);
@@ -105,7 +105,7 @@ llvm::Value* emit_dropout(KernelBuilder& kb, const Node& n, llvm::Value* x) {
   auto [slo, shi] = split64(b, seed);
   auto site = philox(b, {b.getInt32(static_cast<uint32_t>(key)), b.getInt32(static_cast<uint32_t>(key >> 32)),
                          b.getInt32(0), b.getInt32(0)}, {slo, shi});
-  auto [ilo, ihi] = split64(b, kb.index);
+  auto [ilo, ihi] = split64(b, index);
   auto [tlo, thi] = split64(b, step);
   llvm::Value* bits = philox(b, {ilo, ihi, tlo, thi}, {site[0], site[1]})[0];
   llvm::Value* u = b.CreateFMul(b.CreateUIToFP(b.CreateLShr(bits, 8), b.getFloatTy()),
@@ -118,21 +118,13 @@ llvm::Value* emit_dropout(KernelBuilder& kb, const Node& n, llvm::Value* x) {
 
 }  // namespace
 
-rt::SizeExpr emit_elementwise(KernelBuilder& kb, const Graph& g, NodeId id) {
-  const Node& n = g.node(id);
+llvm::Value* elementwise_value(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* i, const Reader& read) {
   const TensorType& out = n.outputs.at(0);
   const size_t nin = n.inputs.size();
   auto& b = kb.b;
-  llvm::Value* i = kb.index;
-  auto in_type = [&](size_t k) { return g.type(n.inputs.at(k)).dtype; };
-  llvm::Value* v = nullptr;
   switch (n.op) {
-    case OpKind::Cast:
-      v = kb.load(in_type(0), 0, i);
-      break;
-    case OpKind::Dropout:
-      v = emit_dropout(kb, n, kb.load(in_type(0), 0, i));
-      break;
+    case OpKind::Cast: return kb.convert(read(0, i), out.dtype);
+    case OpKind::Dropout: return kb.training ? emit_dropout(kb, n, i, read(0, i)) : read(0, i);
     case OpKind::CausalMask: {
       // Key j is masked for query q when j > q + (Tk - Tq) (queries aligned to the last keys).
       const Shape& s = out.shape;
@@ -141,30 +133,24 @@ rt::SizeExpr emit_elementwise(KernelBuilder& kb, const Graph& g, NodeId id) {
       llvm::Value* j = kb.rem(i, tk);
       llvm::Value* q = kb.rem(kb.div(i, tk), tq);
       llvm::Value* masked = b.CreateICmpSGT(j, b.CreateAdd(q, b.CreateSub(tk, tq)));
-      v = b.CreateSelect(masked, llvm::ConstantFP::getInfinity(b.getFloatTy(), true), kb.load(in_type(0), 0, i));
-      break;
+      return b.CreateSelect(masked, llvm::ConstantFP::getInfinity(b.getFloatTy(), true), read(0, i));
     }
     case OpKind::OneHot: {
       // out[pos, cls] = ids[pos] == cls; an id out of range matches no class (a zero row).
       llvm::Value* classes = kb.c64(n.attrs.i("classes"));
-      llvm::Value* idv = b.CreateSExt(kb.load(DType::I32, 0, kb.div(i, classes)), kb.i64());
-      v = b.CreateICmpEQ(idv, kb.rem(i, classes));
-      break;
+      llvm::Value* idv = b.CreateSExt(read(0, kb.div(i, classes)), kb.i64());
+      return kb.convert(b.CreateICmpEQ(idv, kb.rem(i, classes)), out.dtype);
     }
-    default: {
-      const OpInfo& info = op_info(n.op);
-      if (!info.scalar) throw InternalError(fmt::format("kernel compiler: op '{}' has no scalar definition", info.name));
-      ScalarExpr e = parse_scalar(info.scalar(n.attrs));
-      std::vector<llvm::Value*> offs = broadcast_offsets(kb, g, n);
-      std::map<std::string, llvm::Value*> vars;
-      const auto& names = scalar_vars(nin);
-      for (size_t k = 0; k < nin; ++k) vars[names[k]] = kb.load(in_type(k), k, offs[k]);
-      v = emit_scalar(e, b, vars);
-    }
+    default: break;
   }
-  kb.store(out.dtype, nin, i, v);
-  kb.grain = 4096;
-  return kb.symbols.numel(out.shape);
+  const OpInfo& info = op_info(n.op);
+  if (!info.scalar) throw InternalError(fmt::format("kernel compiler: op '{}' has no scalar definition", info.name));
+  ScalarExpr e = parse_scalar(info.scalar(n.attrs));
+  std::vector<llvm::Value*> offs = broadcast_offsets(kb, g, n, i);
+  std::map<std::string, llvm::Value*> vars;
+  const auto& names = scalar_vars(nin);
+  for (size_t k = 0; k < nin; ++k) vars[names[k]] = read(k, offs[k]);
+  return kb.convert(emit_scalar(e, b, vars), out.dtype);
 }
 
 }  // namespace modelc

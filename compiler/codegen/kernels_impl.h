@@ -23,6 +23,8 @@ struct KernelCompiler::Impl {
   struct Kernel {
     std::string name;     // the host entry point (and the GPU kernel's name)
     llvm::Function* body;  // target-neutral: void(i64 i, ptr buffers, ptr sizes)
+    bool row = false;      // a row group: on a GPU one work item per block
+    uint32_t nodes = 1;    // IR nodes fused into it
   };
   std::vector<Kernel> kernels;
   bool finished = false;

@@ -51,29 +51,28 @@ struct Lane {
   llvm::Value* n;
 };
 
-Lane lane(KernelBuilder& kb, const Shape& s, size_t axis) {
+Lane lane(KernelBuilder& kb, const Shape& s, size_t axis, llvm::Value* w) {
   Dim inner = 1;
   for (size_t d = axis + 1; d < s.size(); ++d) inner = inner * s[d];
   llvm::Value* n = kb.size(s[axis]);
   llvm::Value* in = kb.size(inner);
-  llvm::Value* w = kb.index;
   if (inner == Dim(1)) return {kb.b.CreateMul(w, n), kb.c64(1), n};
   llvm::Value* base = kb.b.CreateAdd(kb.b.CreateMul(kb.div(w, in), kb.size(s[axis] * inner)), kb.rem(w, in));
   return {base, in, n};
 }
 
-// The max and the f64 sum of exp(x - max) along a lane of f32 buffer `buf`.
-std::pair<llvm::Value*, llvm::Value*> max_and_sum_exp(KernelBuilder& kb, size_t buf, const Lane& l) {
+// The max and the f64 sum of exp(x - max) along a lane of f32 input 0.
+std::pair<llvm::Value*, llvm::Value*> max_and_sum_exp(KernelBuilder& kb, const Reader& read, const Lane& l) {
   auto& b = kb.b;
   llvm::AllocaInst* m = kb.var(b.getFloatTy(), llvm::ConstantFP::getInfinity(b.getFloatTy(), true));
   kb.loop(l.n, [&](llvm::Value* k) {
-    llvm::Value* x = kb.load(DType::F32, buf, b.CreateAdd(l.base, b.CreateMul(k, l.stride)));
+    llvm::Value* x = read(0, b.CreateAdd(l.base, b.CreateMul(k, l.stride)));
     b.CreateStore(std_max(kb, b.CreateLoad(b.getFloatTy(), m), x), m);
   });
   llvm::Value* mv = b.CreateLoad(b.getFloatTy(), m);
   llvm::AllocaInst* s = kb.var(b.getDoubleTy(), dconst(kb, 0));
   kb.loop(l.n, [&](llvm::Value* k) {
-    llvm::Value* x = kb.load(DType::F32, buf, b.CreateAdd(l.base, b.CreateMul(k, l.stride)));
+    llvm::Value* x = read(0, b.CreateAdd(l.base, b.CreateMul(k, l.stride)));
     llvm::Value* e = b.CreateUnaryIntrinsic(llvm::Intrinsic::exp, b.CreateFSub(x, mv));
     b.CreateStore(fadd_reassoc(kb, b.CreateLoad(b.getDoubleTy(), s), b.CreateFPExt(e, b.getDoubleTy())), s);
   });
@@ -82,13 +81,62 @@ std::pair<llvm::Value*, llvm::Value*> max_and_sum_exp(KernelBuilder& kb, size_t 
 
 }  // namespace
 
-rt::SizeExpr emit_reduction(KernelBuilder& kb, const Graph& g, NodeId id) {
-  const Node& n = g.node(id);
+namespace {
+
+// cross_entropy: the mean over positions of (max - x[target]) + log(sum exp(x - max)), one
+// loop over every position. A target outside [0, C) makes the result NaN (the reference
+// throws a UserError; a kernel cannot, so the loss says it instead).
+llvm::Value* cross_entropy_value(KernelBuilder& kb, const Graph& g, const Node& n, const Reader& read) {
+  auto& b = kb.b;
+  llvm::Type* f32 = b.getFloatTy();
+  llvm::Type* f64 = b.getDoubleTy();
+  const Shape& xs = g.type(n.inputs.at(0)).shape;
+  const Shape& ts = g.type(n.inputs.at(1)).shape;
+  llvm::Value* classes = kb.size(xs.back());
+  llvm::Value* positions = kb.size(kb.symbols.numel(ts));
+  llvm::AllocaInst* total = kb.var(f64, dconst(kb, 0));
+  llvm::AllocaInst* bad = kb.var(b.getInt1Ty(), b.getFalse());
+  kb.loop(positions, [&](llvm::Value* pos) {
+    Lane l{b.CreateMul(pos, classes), kb.c64(1), classes};
+    auto [m, s] = max_and_sum_exp(kb, read, l);
+    llvm::Value* t = b.CreateSExt(read(1, pos), kb.i64());
+    llvm::Value* outside = b.CreateICmpUGE(t, classes);  // negative t is huge unsigned
+    b.CreateStore(b.CreateOr(b.CreateLoad(b.getInt1Ty(), bad), outside), bad);
+    llvm::Value* safe_t = b.CreateSelect(outside, kb.c64(0), t);
+    llvm::Value* xt = b.CreateFPExt(read(0, b.CreateAdd(l.base, safe_t)), f64);
+    llvm::Value* loss = b.CreateFAdd(b.CreateFSub(b.CreateFPExt(m, f64), xt),
+                                     b.CreateUnaryIntrinsic(llvm::Intrinsic::log, s));
+    b.CreateStore(b.CreateFAdd(b.CreateLoad(f64, total), loss), total);
+  });
+  llvm::Value* mean = b.CreateFDiv(b.CreateLoad(f64, total), b.CreateSIToFP(positions, f64));  // 0/0: NaN
+  mean = b.CreateSelect(b.CreateLoad(b.getInt1Ty(), bad), llvm::ConstantFP::getNaN(f64), mean);
+  return b.CreateFPTrunc(mean, f32);
+}
+
+std::vector<bool> reduced_axes(const Graph& g, const Node& n) {
+  std::vector<bool> reduced(g.type(n.inputs.at(0)).shape.size(), false);
+  for (int64_t a : n.attrs.ints("axes")) reduced.at(static_cast<size_t>(a)) = true;
+  return reduced;
+}
+
+}  // namespace
+
+Dim reduced_count(const Graph& g, const Node& n) {
+  const Shape& xs = g.type(n.inputs.at(0)).shape;
+  if (n.op == OpKind::CrossEntropy) return [&] { Dim c = 1; for (const Dim& d : xs) c = c * d; return c; }();
+  std::vector<bool> reduced = reduced_axes(g, n);
+  Dim count = 1;
+  for (size_t d = 0; d < xs.size(); ++d)
+    if (reduced[d]) count = count * xs[d];
+  return count;
+}
+
+llvm::Value* reduction_value(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* out, const Reader& read) {
+  if (n.op == OpKind::CrossEntropy) return cross_entropy_value(kb, g, n, read);
   auto& b = kb.b;
   const TensorType& xt = g.type(n.inputs.at(0));
   const Shape& xs = xt.shape;
-  std::vector<bool> reduced(xs.size(), false);
-  for (int64_t a : n.attrs.ints("axes")) reduced.at(static_cast<size_t>(a)) = true;
+  std::vector<bool> reduced = reduced_axes(g, n);
 
   // Merge neighbouring dims of the same kind; drop dims of extent 1.
   struct Group { Dim extent; bool reduced; };
@@ -106,10 +154,10 @@ rt::SizeExpr emit_reduction(KernelBuilder& kb, const Graph& g, NodeId id) {
     stride[j] = st;
     st = st * groups[j].extent;
   }
-  // The base offset of output element i: its coordinates over the kept groups.
+  // The base offset of output element `out`: its coordinates over the kept groups.
   llvm::Value* base = kb.c64(0);
   {
-    llvm::Value* rest = kb.index;
+    llvm::Value* rest = out;
     std::vector<size_t> kept;
     for (size_t j = 0; j < groups.size(); ++j)
       if (!groups[j].reduced) kept.push_back(j);
@@ -134,7 +182,7 @@ rt::SizeExpr emit_reduction(KernelBuilder& kb, const Graph& g, NodeId id) {
   std::function<void(size_t, llvm::Value*)> nest = [&](size_t j, llvm::Value* off) {
     while (j < groups.size() && !groups[j].reduced) ++j;
     if (j == groups.size()) {
-      llvm::Value* v = kb.load(xt.dtype, 0, off);
+      llvm::Value* v = read(0, off);
       llvm::Value* a = b.CreateLoad(acc_t, acc);
       if (is_max) a = max_nan(kb, a, v);
       else if (is_int) a = b.CreateAdd(a, b.CreateSExt(v, kb.i64()));
@@ -148,99 +196,74 @@ rt::SizeExpr emit_reduction(KernelBuilder& kb, const Graph& g, NodeId id) {
   nest(0, base);
   llvm::Value* r = b.CreateLoad(acc_t, acc);
   if (n.op == OpKind::Mean) r = b.CreateFDiv(r, b.CreateSIToFP(kb.size(count), b.getDoubleTy()));  // 0/0: NaN
-  if (is_int) r = b.CreateTrunc(r, b.getInt32Ty());
-  else if (!is_max) r = b.CreateFPTrunc(r, b.getFloatTy());
-  kb.store(n.outputs[0].dtype, n.inputs.size(), kb.index, r);
-  kb.grain = std::max<int64_t>(1, 16384 / estimate({count}));
-  return kb.symbols.numel(n.outputs[0].shape);
+  if (is_int) return b.CreateTrunc(r, b.getInt32Ty());
+  if (!is_max) return b.CreateFPTrunc(r, b.getFloatTy());
+  return r;
 }
 
-rt::SizeExpr emit_row_op(KernelBuilder& kb, const Graph& g, NodeId id) {
-  const Node& n = g.node(id);
+namespace {
+size_t row_axis(const Graph& g, const Node& n) {
+  if (n.op == OpKind::LayerNorm) return g.type(n.inputs.at(0)).shape.size() - 1;
+  return static_cast<size_t>(n.attrs.i("axis"));
+}
+}  // namespace
+
+Dim row_length(const Graph& g, const Node& n) { return g.type(n.inputs.at(0)).shape.at(row_axis(g, n)); }
+
+Dim row_lanes(const Graph& g, const Node& n) {
+  const Shape& xs = g.type(n.inputs.at(0)).shape;
+  const size_t axis = row_axis(g, n);
+  Dim lanes = 1;
+  for (size_t d = 0; d < xs.size(); ++d)
+    if (d != axis) lanes = lanes * xs[d];
+  return lanes;
+}
+
+void row_op(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* w, const Reader& read, const RowWriter& write) {
   auto& b = kb.b;
   const Shape& xs = g.type(n.inputs.at(0)).shape;
-  const size_t out = n.inputs.size();
   llvm::Type* f32 = b.getFloatTy();
   llvm::Type* f64 = b.getDoubleTy();
+  const size_t axis = row_axis(g, n);
+  Lane l = lane(kb, xs, axis, w);
 
   if (n.op == OpKind::Softmax || n.op == OpKind::LogSoftmax) {
-    auto axis = static_cast<size_t>(n.attrs.i("axis"));
-    Lane l = lane(kb, xs, axis);
-    auto [m, s] = max_and_sum_exp(kb, 0, l);
+    auto [m, s] = max_and_sum_exp(kb, read, l);
     bool log = n.op == OpKind::LogSoftmax;
     llvm::Value* sf = b.CreateFPTrunc(s, f32);
     llvm::Value* logs = log ? b.CreateFPTrunc(b.CreateUnaryIntrinsic(llvm::Intrinsic::log, s), f32) : nullptr;
     kb.loop(l.n, [&](llvm::Value* k) {
       llvm::Value* at = b.CreateAdd(l.base, b.CreateMul(k, l.stride));
-      llvm::Value* d = b.CreateFSub(kb.load(DType::F32, 0, at), m);
-      llvm::Value* y = log ? b.CreateFSub(d, logs) : b.CreateFDiv(b.CreateUnaryIntrinsic(llvm::Intrinsic::exp, d), sf);
-      kb.store(DType::F32, out, at, y);
+      llvm::Value* d = b.CreateFSub(read(0, at), m);
+      write(at, log ? b.CreateFSub(d, logs) : b.CreateFDiv(b.CreateUnaryIntrinsic(llvm::Intrinsic::exp, d), sf));
     });
-    Dim lanes = 1;
-    for (size_t d = 0; d < xs.size(); ++d)
-      if (d != axis) lanes = lanes * xs[d];
-    kb.grain = std::max<int64_t>(1, 16384 / estimate({xs[axis]}));
-    return kb.symbols.size(lanes);
+    return;
   }
-
   if (n.op == OpKind::LayerNorm) {
-    const size_t axis = xs.size() - 1;
-    Lane l = lane(kb, xs, axis);
     auto has = [&](size_t k) { return k < n.inputs.size() && n.inputs[k].valid(); };
     llvm::Value* nd = b.CreateSIToFP(l.n, f64);
     llvm::AllocaInst* sum = kb.var(f64, dconst(kb, 0));
     kb.loop(l.n, [&](llvm::Value* k) {
-      llvm::Value* x = b.CreateFPExt(kb.load(DType::F32, 0, b.CreateAdd(l.base, k)), f64);
+      llvm::Value* x = b.CreateFPExt(read(0, b.CreateAdd(l.base, k)), f64);
       b.CreateStore(fadd_reassoc(kb, b.CreateLoad(f64, sum), x), sum);
     });
     llvm::Value* mean = b.CreateFDiv(b.CreateLoad(f64, sum), nd);
     llvm::AllocaInst* var = kb.var(f64, dconst(kb, 0));
     kb.loop(l.n, [&](llvm::Value* k) {
-      llvm::Value* dx = b.CreateFSub(b.CreateFPExt(kb.load(DType::F32, 0, b.CreateAdd(l.base, k)), f64), mean);
+      llvm::Value* dx = b.CreateFSub(b.CreateFPExt(read(0, b.CreateAdd(l.base, k)), f64), mean);
       b.CreateStore(fadd_reassoc(kb, b.CreateLoad(f64, var), b.CreateFMul(dx, dx)), var);
     });
     llvm::Value* v = b.CreateFAdd(b.CreateFDiv(b.CreateLoad(f64, var), nd), dconst(kb, n.attrs.f("eps")));
     llvm::Value* inv = b.CreateFDiv(dconst(kb, 1), b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, v));
     kb.loop(l.n, [&](llvm::Value* k) {
       llvm::Value* at = b.CreateAdd(l.base, k);
-      llvm::Value* dx = b.CreateFSub(b.CreateFPExt(kb.load(DType::F32, 0, at), f64), mean);
+      llvm::Value* dx = b.CreateFSub(b.CreateFPExt(read(0, at), f64), mean);
       llvm::Value* y = b.CreateFPTrunc(b.CreateFMul(dx, inv), f32);
-      if (has(1)) y = b.CreateFMul(y, kb.load(DType::F32, 1, k));
-      if (has(2)) y = b.CreateFAdd(y, kb.load(DType::F32, 2, k));
-      kb.store(DType::F32, out, at, y);
+      if (has(1)) y = b.CreateFMul(y, read(1, k));
+      if (has(2)) y = b.CreateFAdd(y, read(2, k));
+      write(at, y);
     });
-    Dim rows = 1;
-    for (size_t d = 0; d < axis; ++d) rows = rows * xs[d];
-    kb.grain = std::max<int64_t>(1, 16384 / estimate({xs[axis]}));
-    return kb.symbols.size(rows);
-  }
-
-  if (n.op == OpKind::CrossEntropy) {
-    // One work item: the mean over positions of (max - x[target]) + log(sum exp(x - max)).
-    // A target outside [0, C) makes the result NaN (the reference throws a UserError; a
-    // kernel cannot, so the loss says it instead).
-    const Shape& ts = g.type(n.inputs.at(1)).shape;
-    llvm::Value* classes = kb.size(xs.back());
-    llvm::Value* positions = kb.size(kb.symbols.numel(ts));
-    llvm::AllocaInst* total = kb.var(f64, dconst(kb, 0));
-    llvm::AllocaInst* bad = kb.var(b.getInt1Ty(), b.getFalse());
-    kb.loop(positions, [&](llvm::Value* pos) {
-      Lane l{b.CreateMul(pos, classes), kb.c64(1), classes};
-      auto [m, s] = max_and_sum_exp(kb, 0, l);
-      llvm::Value* t = b.CreateSExt(kb.load(DType::I32, 1, pos), kb.i64());
-      llvm::Value* outside = b.CreateICmpUGE(t, classes);  // negative t is huge unsigned
-      b.CreateStore(b.CreateOr(b.CreateLoad(b.getInt1Ty(), bad), outside), bad);
-      llvm::Value* safe_t = b.CreateSelect(outside, kb.c64(0), t);
-      llvm::Value* xt = b.CreateFPExt(kb.load(DType::F32, 0, b.CreateAdd(l.base, safe_t)), f64);
-      llvm::Value* loss = b.CreateFAdd(b.CreateFSub(b.CreateFPExt(m, f64), xt),
-                                       b.CreateUnaryIntrinsic(llvm::Intrinsic::log, s));
-      b.CreateStore(b.CreateFAdd(b.CreateLoad(f64, total), loss), total);
-    });
-    llvm::Value* mean = b.CreateFDiv(b.CreateLoad(f64, total), b.CreateSIToFP(positions, f64));  // 0/0: NaN
-    mean = b.CreateSelect(b.CreateLoad(b.getInt1Ty(), bad), llvm::ConstantFP::getNaN(f64), mean);
-    kb.store(DType::F32, out, kb.c64(0), b.CreateFPTrunc(mean, f32));
-    kb.grain = 1;
-    return rt::SizeExpr::constant(1);
+    return;
   }
   throw InternalError(fmt::format("kernel compiler: '{}' is not a row op", op_name(n.op)));
 }

@@ -7,6 +7,7 @@
 #include "compiler/codegen/kernels.h"
 #include "compiler/codegen/sizes.h"
 #include "compiler/ir/op_registry.h"
+#include "compiler/passes/fusion.h"
 
 namespace modelc {
 
@@ -33,50 +34,61 @@ class Lowering {
     rt::Function f;
     f.name = name;
     std::map<std::pair<NodeId, uint32_t>, uint32_t> buf;  // node output -> buffer
+    auto buffer_of = [&](const Value& v) {
+      if (!v.valid()) return rt::kNoBuffer;
+      auto it = buf.find({v.node, v.index});
+      if (it == buf.end()) throw InternalError(fmt::format("lower: %{} is read before it is written", v.node));
+      return it->second;
+    };
     for (NodeId id = 0; id < g.nodes.size(); ++id) {
       const Node& n = g.nodes[id];
-      const OpInfo& op = op_info(n.op);
       if (n.op == OpKind::Param || n.op == OpKind::State) {
         buf[{id, 0}] = persistent(n);
-        continue;
-      }
-      if (n.op == OpKind::Input) {
+      } else if (n.op == OpKind::Input) {
         uint32_t b = add_buffer(n.name, n.outputs[0], rt::BufferRole::Input);
         uint32_t micro = n.attrs.has("micro") ? static_cast<uint32_t>(n.attrs.i("micro")) : 0;
         f.micro_batches = std::max(f.micro_batches, micro + 1);
         f.feeds.push_back({n.name, micro, b});
         buf[{id, 0}] = b;
-        continue;
       }
+    }
+    FusionOptions fo;
+    fo.enabled = opts_.fusion;
+    fo.can_emit = [](const Graph& gr, NodeId id) { return KernelCompiler::handles(gr, id); };
+    const FusionPlan plan = plan_fusion(g, fo);
+    EmitOptions eo;
+    eo.training = training;
+    for (const FusionGroup& grp : plan.groups) {
+      const Node& root = g.nodes[grp.root];
       rt::Instr in;
-      in.where = opts_.describe && n.loc.valid() ? opts_.describe(n.loc) : "";
-      for (const Value& v : n.inputs) in.inputs.push_back(v.valid() ? buf.at({v.node, v.index}) : rt::kNoBuffer);
-      for (uint32_t k = 0; k < n.outputs.size(); ++k) {
-        uint32_t b = add_buffer(fmt::format("%{}", id), n.outputs[k], rt::BufferRole::Temp);
-        buf[{id, k}] = b;
+      in.where = opts_.describe && root.loc.valid() ? opts_.describe(root.loc) : "";
+      if (grp.kind == FusionGroup::Kind::Library) {
+        for (const Value& v : root.inputs) in.inputs.push_back(buffer_of(v));
+      } else {
+        for (const Value& v : grp.inputs) in.inputs.push_back(buffer_of(v));
+      }
+      const std::vector<Value> outs = grp.kind == FusionGroup::Kind::Library ? all_outputs(grp.root, root) : grp.outputs;
+      for (const Value& v : outs) {
+        uint32_t b = add_buffer(fmt::format("%{}", v.node), g.type(v), rt::BufferRole::Temp);
+        buf[{v.node, v.index}] = b;
         in.outputs.push_back(b);
       }
-      // Dropout is the identity when not training: a copy, not the training kernel.
-      if (n.op == OpKind::Dropout && !training) {
+      if (grp.kind == FusionGroup::Kind::Library) {
         in.kind = rt::Instr::Kind::Library;
-        in.op = "copy";
-        in.inputs.resize(1);
-      } else if (KernelCompiler::handles(g, id)) {
-        EmittedKernel k = kc_.emit(g, id);
+        in.op = op_info(root.op).name;
+        library_attrs(root, in);
+      } else {
+        EmittedKernel k = kc_.emit_group(g, grp, plan.inlined, eo);
         in.kind = rt::Instr::Kind::Kernel;
         in.kernel = k.kernel;
         in.sizes = std::move(k.sizes);
         in.extent = std::move(k.extent);
         in.grain = k.grain;
-      } else {
-        in.kind = rt::Instr::Kind::Library;
-        in.op = n.op == OpKind::Constant ? "fill" : op.name;
-        library_attrs(n, in);
       }
       f.instrs.push_back(std::move(in));
     }
     for (const Graph::Output& o : g.outputs) {
-      uint32_t b = buf.at({o.value.node, o.value.index});
+      uint32_t b = buffer_of(o.value);
       // A graph output that is an input or a param is copied, so outputs never alias
       // what the caller feeds or what the session owns.
       if (p_.buffers[b].role != rt::BufferRole::Temp) {
@@ -93,7 +105,7 @@ class Lowering {
       f.outputs.emplace_back(o.name, b);
     }
     for (const Graph::Update& u : g.updates)
-      f.updates.emplace_back(buf.at({u.value.node, u.value.index}), persistent(g.nodes.at(u.target)));
+      f.updates.emplace_back(buffer_of(u.value), persistent(g.nodes.at(u.target)));
     p_.functions.push_back(std::move(f));
   }
 
@@ -122,6 +134,12 @@ class Lowering {
     if (param) p_.buffers[b].init = lower_init(n.attrs);
     persistent_[n.name] = b;
     return b;
+  }
+
+  static std::vector<Value> all_outputs(NodeId id, const Node& n) {
+    std::vector<Value> v;
+    for (uint32_t k = 0; k < n.outputs.size(); ++k) v.push_back({id, k});
+    return v;
   }
 
   static void library_attrs(const Node& n, rt::Instr& in) {

@@ -14,6 +14,7 @@ std::string_view fusion_kind_name(FusionKind k) {
     case FusionKind::Broadcast: return "broadcast";
     case FusionKind::Injective: return "injective";
     case FusionKind::Reduction: return "reduction";
+    case FusionKind::Row: return "row";
     case FusionKind::Opaque: return "opaque";
   }
   return "?";

@@ -25,7 +25,9 @@
 
 namespace modelc {
 
-enum class FusionKind { Source, Elementwise, Broadcast, Injective, Reduction, Opaque };
+// Row: a reduction along one axis whose output has its input's shape (softmax, layer_norm):
+// code generation computes it a lane at a time, so consumers shaped like it fuse after it.
+enum class FusionKind { Source, Elementwise, Broadcast, Injective, Reduction, Row, Opaque };
 std::string_view fusion_kind_name(FusionKind k);
 
 // The kinds of values a parameter of a built-in accepts.

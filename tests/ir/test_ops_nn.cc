@@ -27,10 +27,10 @@ RefTensor random_ids(std::vector<int64_t> shape, int64_t n) {
 TEST(NnRegistry, SignaturesAndFusionKinds) {
   struct Want { OpKind op; const char* sig; FusionKind fusion; };
   const Want wants[] = {
-      {OpKind::Softmax, "x: tensor, axis: int = -1", FusionKind::Reduction},
-      {OpKind::LogSoftmax, "x: tensor, axis: int = -1", FusionKind::Reduction},
+      {OpKind::Softmax, "x: tensor, axis: int = -1", FusionKind::Row},
+      {OpKind::LogSoftmax, "x: tensor, axis: int = -1", FusionKind::Row},
       {OpKind::LayerNorm, "x: tensor, weight: tensor? = none, bias: tensor? = none, eps: float = 1e-05",
-       FusionKind::Reduction},
+       FusionKind::Row},
       {OpKind::Embedding, "ids: tensor, table: tensor", FusionKind::Opaque},
       {OpKind::CrossEntropy, "logits: tensor, targets: tensor", FusionKind::Reduction},
       {OpKind::Dropout, "x: tensor, p: float = 0.1", FusionKind::Elementwise},

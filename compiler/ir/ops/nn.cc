@@ -238,15 +238,15 @@ void ref_causal_mask(RefCtx& c) {
 }  // namespace
 
 void register_nn_ops(OpRegistry& r) {
-  r.def(OpKind::Softmax).signature("x: tensor, axis: int = -1").fusion(FusionKind::Reduction)
+  r.def(OpKind::Softmax).signature("x: tensor, axis: int = -1").fusion(FusionKind::Row)
       .infer(infer_softmax("softmax")).reference([](RefCtx& c) { ref_softmax(c, false); })
       .summary("exp(x) / sum(exp(x)) along an axis (by default the last)");
-  r.def(OpKind::LogSoftmax).signature("x: tensor, axis: int = -1").fusion(FusionKind::Reduction)
+  r.def(OpKind::LogSoftmax).signature("x: tensor, axis: int = -1").fusion(FusionKind::Row)
       .infer(infer_softmax("log_softmax")).reference([](RefCtx& c) { ref_softmax(c, true); })
       .summary("x - log(sum(exp(x))) along an axis (by default the last)");
   r.def(OpKind::LayerNorm)
       .signature("x: tensor, weight: tensor? = none, bias: tensor? = none, eps: float = 1e-5")
-      .fusion(FusionKind::Reduction).infer(infer_layer_norm).reference(ref_layer_norm)
+      .fusion(FusionKind::Row).infer(infer_layer_norm).reference(ref_layer_norm)
       .summary("normalises the last axis to mean 0 and variance 1, then scales by weight and adds bias");
   r.def(OpKind::Embedding).signature("ids: tensor, table: tensor").fusion(FusionKind::Opaque)
       .infer(infer_embedding).reference(ref_embedding)
