@@ -1,0 +1,441 @@
+// Kernel fusion (compiler/passes/fusion.h) and the fused kernels (compiler/codegen/
+// kernels_fused.cc): the groups the pass forms, and fused and unfused Programs against the
+// double-precision reference interpreter, on random graphs and on every example model's
+// whole train step.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fmt/format.h>
+#include <set>
+
+#include "compiler/codegen/kernels.h"
+#include "compiler/codegen/lower.h"
+#include "compiler/compile.h"
+#include "compiler/ir/interpreter.h"
+#include "compiler/ir/op_registry.h"
+#include "compiler/passes/fusion.h"
+#include "compiler/passes/train_step.h"
+#include "runtime/session.h"
+#include "tests/passes/train_step_harness.h"
+
+namespace modelc::test {
+namespace {
+
+const std::string kModels = std::string(MODELC_SOURCE_DIR) + "/models/";
+
+FusionPlan plan(const Graph& g, bool enabled = true) {
+  FusionOptions o;
+  o.enabled = enabled;
+  o.can_emit = [](const Graph& gr, NodeId id) { return KernelCompiler::handles(gr, id); };
+  return plan_fusion(g, o);
+}
+
+const FusionGroup& group_of(const FusionPlan& p, NodeId id) {
+  for (const FusionGroup& grp : p.groups)
+    if (std::find(grp.nodes.begin(), grp.nodes.end(), id) != grp.nodes.end() && (!p.inlined[id] || grp.root == id))
+      return grp;
+  throw std::runtime_error("node not in any group");
+}
+
+size_t kernels(const FusionPlan& p) {
+  size_t n = 0;
+  for (const FusionGroup& grp : p.groups) n += grp.kind != FusionGroup::Kind::Library;
+  return n;
+}
+
+Value constant(Graph& g, double v) {
+  Node n;
+  n.op = OpKind::Constant;
+  n.attrs = attrs({{"value", v}});
+  n.outputs = {f32({})};
+  return Value{g.add(std::move(n)), 0};
+}
+
+// The plan's invariants: every computed node is in exactly one group or inlined; a group
+// reads only sources, inlined values and values earlier groups write; every value read
+// outside its group, and every graph output and update, is written by its group.
+void expect_valid(const Graph& g, const FusionPlan& p) {
+  std::map<NodeId, size_t> owner;
+  std::set<std::pair<NodeId, uint32_t>> written;
+  for (size_t gi = 0; gi < p.groups.size(); ++gi) {
+    const FusionGroup& grp = p.groups[gi];
+    for (const Value& v : grp.inputs) {
+      const Node& src = g.node(v.node);
+      const bool source = op_info(src.op).fusion == FusionKind::Source && !p.inlined[v.node];
+      EXPECT_TRUE(source || written.count({v.node, v.index})) << "group " << gi << " reads %" << v.node << " before it is written";
+    }
+    for (NodeId id : grp.nodes) {
+      if (p.inlined[id] && id != grp.root) continue;
+      EXPECT_FALSE(owner.count(id)) << "%" << id << " in two groups";
+      owner[id] = gi;
+    }
+    for (const Value& v : grp.outputs) written.insert({v.node, v.index});
+  }
+  for (NodeId id = 0; id < g.nodes.size(); ++id) {
+    const Node& n = g.nodes[id];
+    if (op_info(n.op).fusion == FusionKind::Source && !p.inlined[id]) continue;
+    EXPECT_TRUE(owner.count(id) || p.inlined[id]) << "%" << id << " " << op_name(n.op) << " in no group";
+    for (const Value& v : n.inputs) {
+      if (!v.valid() || p.inlined[v.node] || op_info(g.node(v.node).op).fusion == FusionKind::Source) continue;
+      if (owner.count(id) && owner.at(v.node) == owner.at(id)) continue;
+      EXPECT_TRUE(written.count({v.node, v.index})) << "%" << id << " reads %" << v.node << ", which is never written";
+    }
+  }
+  for (const Graph::Output& o : g.outputs) EXPECT_TRUE(written.count({o.value.node, o.value.index})) << o.name;
+  for (const Graph::Update& u : g.updates) EXPECT_TRUE(written.count({u.value.node, u.value.index}));
+}
+
+// ---------------------------------------------------------------- the groups
+
+TEST(FusionPlan, BiasGeluDropoutResidualIsOneKernel) {
+  Graph g;
+  g.dims = {{"B", std::nullopt, {}}};
+  Value x{add_source(g, OpKind::Input, "x", f32({B, 16})), 0};
+  Value w{add_source(g, OpKind::Param, "w", f32({16, 16})), 0};
+  Value b{add_source(g, OpKind::Param, "b", f32({16})), 0};
+  Value h = op(g, OpKind::Matmul, {x, w});
+  Value r = op(g, OpKind::Add, {op(g, OpKind::Dropout, {op(g, OpKind::Gelu, {op(g, OpKind::Add, {h, b})})}, attrs({{"p", 0.25}})), x});
+  g.outputs.push_back({"out0", r, {}});
+  FusionPlan p = plan(g);
+  expect_valid(g, p);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0].kind, FusionGroup::Kind::Library);
+  const FusionGroup& k = p.groups[1];
+  EXPECT_EQ(k.kind, FusionGroup::Kind::Loop);
+  EXPECT_EQ(k.nodes.size(), 4u);
+  EXPECT_EQ(k.inputs, (std::vector<Value>{h, b, x}));
+  EXPECT_EQ(k.outputs, std::vector<Value>{r});
+  // Off: one kernel per node.
+  FusionPlan off = plan(g, false);
+  expect_valid(g, off);
+  EXPECT_EQ(kernels(off), 4u);
+  for (bool i : off.inlined) EXPECT_FALSE(i);
+}
+
+TEST(FusionPlan, ReductionTakesPrologueAndEpilogue) {
+  Graph g;
+  g.dims = {{"B", std::nullopt, {}}};
+  Value x{add_source(g, OpKind::Input, "x", f32({B, 8})), 0};
+  Value sq = op(g, OpKind::Mul, {x, x});
+  Value s = op(g, OpKind::Sum, {sq}, attrs({{"axes", Ints{1}}, {"keepdims", false}}));
+  Value y = op(g, OpKind::Sqrt, {op(g, OpKind::Add, {s, constant(g, 1e-6)})});
+  g.outputs.push_back({"out0", y, {}});
+  FusionPlan p = plan(g);
+  expect_valid(g, p);
+  ASSERT_EQ(kernels(p), 1u);
+  const FusionGroup& k = group_of(p, s.node);
+  EXPECT_EQ(k.kind, FusionGroup::Kind::Reduce);
+  EXPECT_EQ(k.anchor, s.node);
+  EXPECT_EQ(k.root, y.node);
+  EXPECT_EQ(k.inputs, std::vector<Value>{x});
+}
+
+TEST(FusionPlan, RowOpTakesEpilogueButBroadcastsStayInMemory) {
+  Graph g;
+  g.dims = {{"B", std::nullopt, {}}};
+  Value x{add_source(g, OpKind::Input, "x", f32({B, 8})), 0};
+  Value sm = op(g, OpKind::Softmax, {op(g, OpKind::Mul, {x, constant(g, 0.5)})}, attrs({{"axis", int64_t{1}}}));
+  Value y = op(g, OpKind::Mul, {sm, x});
+  // x - mean(x): the mean is read by every element of its row, so it is materialised.
+  Value m = op(g, OpKind::Mean, {y}, attrs({{"axes", Ints{1}}, {"keepdims", true}}));
+  Value c = op(g, OpKind::Sub, {y, m});
+  g.outputs.push_back({"out0", c, {}});
+  FusionPlan p = plan(g);
+  expect_valid(g, p);
+  const FusionGroup& row = group_of(p, sm.node);
+  EXPECT_EQ(row.kind, FusionGroup::Kind::Row);
+  EXPECT_EQ(row.root, y.node);
+  EXPECT_EQ(row.inputs, std::vector<Value>{x});
+  EXPECT_NE(&group_of(p, m.node), &row);
+  EXPECT_NE(&group_of(p, c.node), &group_of(p, m.node));
+  EXPECT_EQ(kernels(p), 3u);
+}
+
+TEST(FusionPlan, OneElementValuesAreInlinedAndMaterialisedOnlyWhenNeeded) {
+  Graph g;
+  g.dims = {{"B", std::nullopt, {}}};
+  Value x{add_source(g, OpKind::Input, "x", f32({B, 4})), 0};
+  Value lr{add_source(g, OpKind::Input, "$lr", f32({})), 0};
+  Value f = op(g, OpKind::Sub, {constant(g, 1.0), op(g, OpKind::Mul, {lr, constant(g, 0.1)})});
+  Value a = op(g, OpKind::Mul, {x, f});
+  Value b = op(g, OpKind::Exp, {op(g, OpKind::Mul, {x, f})});
+  g.outputs.push_back({"a", a, {}});
+  g.outputs.push_back({"b", b, {}});
+  g.outputs.push_back({"f", f, {}});  // an output: materialised as well
+  FusionPlan p = plan(g);
+  expect_valid(g, p);
+  EXPECT_TRUE(p.inlined[f.node]);
+  const std::vector<Value>& reads = group_of(p, a.node).inputs;  // f recomputed from $lr, not read
+  EXPECT_EQ(std::set<NodeId>({reads.at(0).node, reads.at(1).node}), std::set<NodeId>({x.node, lr.node}));
+  EXPECT_EQ(reads.size(), 2u);
+  EXPECT_EQ(group_of(p, f.node).root, f.node);
+  EXPECT_EQ(kernels(p), 3u);
+}
+
+TEST(FusionPlan, LayerNormWeightIsNotAPrologue) {
+  Graph g;
+  g.dims = {{"B", std::nullopt, {}}};
+  Value x{add_source(g, OpKind::Input, "x", f32({B, 8})), 0};
+  Value w{add_source(g, OpKind::Param, "w", f32({8})), 0};
+  Value w2 = op(g, OpKind::Mul, {w, w});
+  Value ln = op(g, OpKind::LayerNorm, {op(g, OpKind::Tanh, {x}), w2, Value{}}, attrs({{"eps", 1e-5}}));
+  g.outputs.push_back({"out0", ln, {}});
+  FusionPlan p = plan(g);
+  expect_valid(g, p);
+  const FusionGroup& row = group_of(p, ln.node);
+  EXPECT_EQ(row.nodes.size(), 2u);  // tanh and layer_norm
+  EXPECT_NE(&group_of(p, w2.node), &row);
+}
+
+// The AdamW update of each parameter is one kernel writing the parameter and both moments.
+TEST(FusionPlan, CharGptTrainStep) {
+  CompileOptions o;
+  o.defines = {{"T", "8"}, {"C", "24"}};
+  Compilation c(o);
+  ASSERT_TRUE(c.load(kModels + "char_gpt.model")) << c.diags().render();
+  Elaborated e = c.elaborate();
+  ASSERT_TRUE(e.graph) << c.diags().render();
+  std::unique_ptr<Graph> step = c.train_step(e);
+  ASSERT_TRUE(step);
+  FusionPlan p = plan(*step);
+  expect_valid(*step, p);
+  FusionPlan off = plan(*step, false);
+  expect_valid(*step, off);
+  EXPECT_LT(kernels(p) * 3, kernels(off)) << "fused " << kernels(p) << ", unfused " << kernels(off);
+  std::map<std::string, Value> update;
+  for (const Graph::Update& u : step->updates) update[step->node(u.target).name] = u.value;
+  for (NodeId pid : step->params) {
+    const std::string& name = step->node(pid).name;
+    const FusionGroup& grp = group_of(p, update.at(name).node);
+    for (const char* s : {".exp_avg", ".exp_avg_sq"})
+      EXPECT_EQ(&group_of(p, update.at(name + s).node), &grp) << name << s;
+    EXPECT_EQ(grp.outputs.size(), 3u) << name;
+  }
+  std::string text = print_fusion(*step, p, [&](SourceLoc l) { return c.sources().describe(l); });
+  EXPECT_NE(text.find("char_gpt.model:"), std::string::npos);
+  EXPECT_NE(text.find("(row, anchor"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- numerics
+
+rt::HostTensor to_host(const RefTensor& t) {
+  rt::HostTensor h(t.dtype == DType::I32 ? rt::ElemType::I32 : rt::ElemType::F32, t.shape);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (t.dtype == DType::I32) h.i32()[i] = static_cast<int32_t>(t[i]);
+    else h.f32()[i] = static_cast<float>(t[i]);
+  }
+  return h;
+}
+
+RefTensor to_ref(const rt::HostTensor& h) {
+  RefTensor t(h.type == rt::ElemType::I32 ? DType::I32 : DType::F32, h.shape);
+  for (int64_t i = 0; i < h.numel(); ++i) t[i] = h.type == rt::ElemType::I32 ? h.i32()[i] : h.f32()[i];
+  return t;
+}
+
+std::shared_ptr<rt::Program> lower(const Graph& forward, const Graph* step, bool fusion) {
+  LowerOptions lo;
+  lo.fusion = fusion;
+  return lower_program(forward, step, nullptr, lo);
+}
+
+size_t kernel_instrs(const rt::Program& p, const std::string& fn) {
+  size_t n = 0;
+  for (const rt::Instr& in : p.function(fn)->instrs) n += in.kind == rt::Instr::Kind::Kernel;
+  return n;
+}
+
+// A random forward graph: chains of elementwise ops with broadcast operands, reductions
+// over random axes, row ops, dropout (off in eval) and where.
+Graph random_graph(std::vector<std::pair<std::string, RefTensor>>& feeds, int64_t batch) {
+  Graph g;
+  g.name = "random";
+  g.dims = {{"B", std::nullopt, {}}};
+  const int64_t R = rnd(1, 5), Cn = rnd(1, 7);
+  std::vector<Value> vals;
+  auto input = [&](const std::string& name, std::vector<Dim> shape, std::vector<int64_t> concrete) {
+    Value v{add_source(g, OpKind::Input, name, f32(std::move(shape))), 0};
+    feeds.emplace_back(name, random_tensor(DType::F32, std::move(concrete)));
+    vals.push_back(v);
+    return v;
+  };
+  input("x", {B, R, Cn}, {batch, R, Cn});
+  input("y", {B, R, Cn}, {batch, R, Cn});
+  input("bias", {Cn}, {Cn});
+  input("rowscale", {R, 1}, {R, 1});
+  const OpKind unary[] = {OpKind::Tanh, OpKind::Sigmoid, OpKind::Relu, OpKind::Gelu, OpKind::Neg, OpKind::Abs, OpKind::Silu};
+  const OpKind binary[] = {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Maximum, OpKind::Minimum};
+  auto broadcasts_into = [&](const Shape& small, const Shape& big) {
+    if (small.size() > big.size()) return false;
+    for (size_t k = 0; k < small.size(); ++k) {
+      const Dim& s = small[small.size() - 1 - k];
+      if (s != Dim(1) && s != big[big.size() - 1 - k]) return false;
+    }
+    return true;
+  };
+  const int steps = static_cast<int>(rnd(4, 14));
+  for (int i = 0; i < steps; ++i) {
+    Value a = vals[static_cast<size_t>(rnd(0, static_cast<int64_t>(vals.size()) - 1))];
+    if (rnd(0, 2) > 0 && vals.size() > 4) a = vals.back();  // favour chains
+    const Shape& as = g.type(a).shape;
+    Value r;
+    switch (rnd(0, 7)) {
+      case 0: case 1: r = op(g, unary[rnd(0, 6)], {a}); break;
+      case 2: case 3: {
+        std::vector<Value> partners;
+        for (const Value& v : vals)
+          if (broadcasts_into(g.type(v).shape, as)) partners.push_back(v);
+        partners.push_back(constant(g, static_cast<double>(rnd(-3, 3)) / 2));
+        Value b = partners[static_cast<size_t>(rnd(0, static_cast<int64_t>(partners.size()) - 1))];
+        r = rnd(0, 1) ? op(g, binary[rnd(0, 4)], {a, b}) : op(g, binary[rnd(0, 4)], {b, a});
+        if (g.type(r).shape != as) r = op(g, OpKind::Add, {a, r});
+        break;
+      }
+      case 4: {
+        if (as.empty()) { r = op(g, OpKind::Tanh, {a}); break; }
+        Ints axes;
+        for (int64_t d = 0; d < static_cast<int64_t>(as.size()); ++d)
+          if (rnd(0, 1)) axes.push_back(d);
+        if (axes.empty()) axes.push_back(static_cast<int64_t>(as.size()) - 1);
+        const OpKind red[] = {OpKind::Sum, OpKind::Mean, OpKind::Max};
+        r = op(g, red[rnd(0, 2)], {a}, attrs({{"axes", axes}, {"keepdims", rnd(0, 1) == 1}}));
+        break;
+      }
+      case 5: {
+        if (as.empty()) { r = op(g, OpKind::Sigmoid, {a}); break; }
+        int64_t axis = rnd(0, static_cast<int64_t>(as.size()) - 1);
+        r = op(g, rnd(0, 1) ? OpKind::Softmax : OpKind::LogSoftmax, {a}, attrs({{"axis", axis}}));
+        break;
+      }
+      case 6: {
+        if (as.empty() || as.back() != Dim(Cn)) { r = op(g, OpKind::Relu, {a}); break; }
+        Value w = rnd(0, 1) ? vals[2] : Value{};
+        r = op(g, OpKind::LayerNorm, {a, w, vals[2]}, attrs({{"eps", 1e-5}}));
+        break;
+      }
+      default: {
+        Value drop = op(g, OpKind::Dropout, {a}, attrs({{"p", 0.5}}));
+        r = op(g, OpKind::Where, {op(g, OpKind::Gt, {drop, constant(g, 0.0)}), drop, op(g, OpKind::Mul, {a, constant(g, 0.25)})});
+      }
+    }
+    vals.push_back(r);
+  }
+  // Outputs: the last value and a random earlier one (which then also stays in memory).
+  g.outputs.push_back({"out0", vals.back(), {}});
+  Value other = vals[static_cast<size_t>(rnd(4, static_cast<int64_t>(vals.size()) - 1))];
+  if (!(other == vals.back())) g.outputs.push_back({"out1", other, {}});
+  return g;
+}
+
+TEST(FusionNumerics, RandomGraphsAgreeWithTheReference) {
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<std::pair<std::string, RefTensor>> feeds;
+    const int64_t batch = rnd(1, 3);
+    Graph g = random_graph(feeds, batch);
+    FusionPlan p = plan(g);
+    expect_valid(g, p);
+    std::map<std::string, RefTensor> ref_feeds(feeds.begin(), feeds.end());
+    InterpOptions io;
+    io.training = false;
+    InterpResult ref = interpret(g, ref_feeds, io);
+    std::map<std::string, rt::HostTensor> batch_in;
+    for (const auto& [name, t] : feeds) batch_in[name] = to_host(t);
+    for (bool fusion : {true, false}) {
+      auto prog = lower(g, nullptr, fusion);
+      rt::SessionOptions so;
+      so.threads = 2;
+      rt::Session s(prog, so);
+      auto out = s.eval(batch_in);
+      for (const auto& [name, want] : ref.outputs) {
+        std::string what = fmt::format("trial {} fusion {} output {}", trial, fusion, name);
+        // f32 kernels against the double reference: relative 1e-4 (sums accumulate in f64).
+        expect_near(to_ref(out.at(name)), want, 1e-4, what);
+        if (testing::Test::HasFatalFailure()) {
+          ADD_FAILURE() << print_fusion(g, p, {});
+          return;
+        }
+      }
+    }
+  }
+}
+
+struct ModelCase {
+  const char* file;
+  std::vector<std::pair<std::string, std::string>> defines;
+  int64_t classes;  // i32 inputs are drawn from [0, classes)
+};
+
+// One SGD step (learning rate 0.5) of the model's whole train step, fused and unfused,
+// against the interpreter in double from the same initial parameters and batch: the loss
+// within 1e-4 relative, and every parameter's change (-0.5 x its gradient) within 1e-3 of
+// the largest change of that parameter plus 1e-7.
+void check_model(const ModelCase& mc) {
+  CompileOptions o;
+  o.defines = mc.defines;
+  Compilation c(o);
+  ASSERT_TRUE(c.load(kModels + mc.file)) << c.diags().render();
+  Elaborated e = c.elaborate();
+  ASSERT_TRUE(e.graph) << c.diags().render();
+  TrainStepOptions tso;  // plain SGD: parameter changes are the gradients
+  Graph step = build_train_step(*e.graph, tso);
+  const double lr = 0.5;
+  std::map<std::string, RefTensor> feeds;
+  std::map<std::string, rt::HostTensor> batch;
+  for (NodeId id : e.graph->inputs) {
+    const Node& n = e.graph->node(id);
+    std::vector<int64_t> shape = concrete_shape(n.outputs[0].shape, {{"B", 2}});
+    RefTensor t = n.outputs[0].dtype == DType::I32 ? random_tensor(DType::I32, shape, 0, static_cast<double>(mc.classes) - 0.01)
+                                                   : random_tensor(DType::F32, shape);
+    if (t.dtype == DType::I32) {
+      for (int64_t i = 0; i < t.numel(); ++i) t[i] = std::floor(t[i]);
+    }
+    feeds[n.name] = t;
+    batch[n.name] = to_host(t);
+  }
+  size_t kernels[2] = {0, 0};
+  for (bool fusion : {true, false}) {
+    auto prog = lower(*e.graph, &step, fusion);
+    prog->train.schedule = rt::Schedule{};
+    prog->train.schedule.lr = lr;
+    rt::SessionOptions so;
+    so.threads = 2;
+    so.seed = 11;
+    rt::Session s(prog, so);
+    std::map<std::string, RefTensor> ref_feeds = feeds;
+    std::map<std::string, RefTensor> before;
+    for (const std::string& name : s.param_names()) ref_feeds[name] = before[name] = to_ref(s.param(name));
+    ref_feeds["$lr"] = RefTensor(DType::F32, {}, lr);
+    ref_feeds["$t"] = RefTensor(DType::F32, {}, 1.0);
+    InterpOptions io;
+    io.seed = 11;
+    io.step = 0;
+    InterpResult ref = interpret(step, ref_feeds, io);
+    const float loss = s.train_step(batch);
+    const double want = ref.outputs.at("loss")[0];
+    EXPECT_NEAR(loss, want, 1e-4 * std::fabs(want)) << mc.file << " fusion " << fusion;
+    for (const std::string& name : s.param_names()) {
+      RefTensor got = to_ref(s.param(name));
+      const RefTensor& upd = ref.updates.at(name);
+      const RefTensor& old = before.at(name);
+      double largest = 0, worst = 0;
+      int64_t at = 0;
+      for (int64_t i = 0; i < got.numel(); ++i) largest = std::max(largest, std::fabs(upd[i] - old[i]));
+      for (int64_t i = 0; i < got.numel(); ++i) {
+        double err = std::fabs((got[i] - old[i]) - (upd[i] - old[i]));
+        if (err > worst) { worst = err; at = i; }
+      }
+      EXPECT_LE(worst, 1e-3 * largest + 1e-7)
+          << mc.file << " fusion " << fusion << " param " << name << " at " << at << ": change " << got[at] - old[at]
+          << ", reference " << upd[at] - old[at] << " (largest change " << largest << ")";
+    }
+    kernels[fusion] = kernel_instrs(*prog, "train_step");
+  }
+  EXPECT_LT(kernels[1], kernels[0]) << mc.file << ": fused kernels vs unfused";
+}
+
+TEST(FusionNumerics, FashionMlpTrainStep) { check_model({"fashion_mlp.model", {}, 10}); }
+TEST(FusionNumerics, FashionCnnTrainStep) { check_model({"fashion_cnn.model", {}, 10}); }
+TEST(FusionNumerics, CharGptTrainStep) { check_model({"char_gpt.model", {{"T", "8"}, {"C", "24"}}, 96}); }
+
+}  // namespace
+}  // namespace modelc::test
