@@ -72,17 +72,44 @@ using HostKernelFn = void (*)(void* const* buffers, const int64_t* sizes, int64_
 
 // How a GPU launch maps a kernel's work items to threads (chosen per kernel by the compiler).
 enum class GpuMapping : uint8_t {
-  Thread,  // one work item per thread, grid-stride loop over the extent
+  Thread,  // work items spread over all threads of the grid (grid-stride loop over the extent)
   Block    // one work item per thread block (row reductions: threads split the row)
 };
 
+// The GPU ABI of a kernel (Program::ptx; compiler/codegen/nvptx.cc). Its PTX entry point is
+// named KernelDesc::name and takes four 64-bit parameters, in this order:
+//   .entry NAME(.param .u64 buffers, .param .u64 sizes, .param .u64 begin, .param .u64 end)
+//  - buffers: the device (global memory) address of an array of u64 device addresses, the
+//    instruction's buffers as for the host (Instr::inputs then Instr::outputs; 0 for an
+//    absent optional input);
+//  - sizes: the device address of the instruction's size table, i64 values evaluated under
+//    the current symbols as for the host (may be 0 when the table is empty);
+//  - begin, end: signed 64-bit, the work items [begin, end) of Instr::extent to run
+//    (normally 0 and the extent; n = end - begin <= 0 does nothing).
+// Both tables are 8-byte aligned and must not change while the kernel runs (the kernel
+// reads them, and its input buffers, through the non-coherent cache: no output buffer of an
+// instruction may overlap one of its inputs).
+// Launch: blockDim = (gpu_block, 1, 1) exactly (the PTX declares .reqntid and the kernels'
+// loops and reductions assume it), no dynamic shared memory (what a kernel uses is static,
+// declared in the PTX), gridDim = (G, 1, 1) with G >= 1. Every G is correct, because the
+// kernels loop over their work (grid-stride); the grid to launch, with n = end - begin:
+//   Thread: G = min(ceil(n / (4 * gpu_block)), 32 * multiprocessors) (each thread takes 4
+//           consecutive work items per step where it can);
+//   Block:  G = min(n, 32 * multiprocessors) (block b takes work items begin + b,
+//           begin + b + G, ...; its threads cooperate through shuffles and shared memory).
+// Alignment contract: the runtime passes buffer addresses that are at least 16-byte aligned
+// (its device allocator and arena offsets give 256). A Thread kernel uses 128-bit loads and
+// stores (ld/st.global.v4) for the buffers it reads or writes at the work item's own index
+// when they are 16-byte aligned and begin is a multiple of 4; it checks both at run time and
+// otherwise takes 32-bit accesses, so breaking the contract is slower, never wrong.
 struct KernelDesc {
   std::string name;           // e.g. "k12_add"; shown by profiles
   HostKernelFn host = nullptr;
-  std::string source;         // the kernel's target-neutral IR text, for dumps and the GPU path
-  // The kernel's GPU launch configuration; the PTX entry point has the same name.
+  std::string source;         // the kernel's host IR text (body and loop), for dumps
+  // The kernel's GPU launch configuration (see the ABI above); the PTX entry point has the
+  // same name.
   GpuMapping gpu_mapping = GpuMapping::Thread;
-  uint32_t gpu_block = 256;   // threads per block, a multiple of 32
+  uint32_t gpu_block = 256;   // threads per block, a multiple of 32 in [32, 1024]
   uint32_t nodes = 1;         // IR nodes fused into this kernel (1: unfused)
 };
 

@@ -1,4 +1,5 @@
-// The body builder of one kernel: arguments, size table, buffer access, loops.
+// The body builder of one kernel: arguments, size table, buffer access, loops, and the
+// host forms of the target-dependent primitives (the GPU forms: gpu_primitives.cc).
 #include "compiler/codegen/kernel_emit.h"
 
 #include <fmt/format.h>
@@ -32,8 +33,9 @@ int64_t estimate(const Shape& s) {
   return n;
 }
 
-KernelBuilder::KernelBuilder(llvm::Module& m, SymbolTable& syms, const std::string& body_name)
-    : ctx(m.getContext()), module(m), symbols(syms), b(m.getContext()) {
+KernelBuilder::KernelBuilder(llvm::Module& m, SymbolTable& syms, const std::string& body_name, KernelTarget t,
+                             GpuShape shape)
+    : ctx(m.getContext()), module(m), symbols(syms), b(m.getContext()), target(t), gpu(shape) {
   llvm::Type* ptr = b.getPtrTy();
   auto* ty = llvm::FunctionType::get(b.getVoidTy(), {b.getInt64Ty(), ptr, ptr}, false);
   fn = llvm::Function::Create(ty, llvm::Function::InternalLinkage, body_name, m);
@@ -54,6 +56,20 @@ KernelBuilder::KernelBuilder(llvm::Module& m, SymbolTable& syms, const std::stri
   b.SetInsertPoint(entry);
   // Allocas go before this marker, so that they all sit at the top of the entry block.
   alloca_point_ = llvm::BinaryOperator::CreateAdd(b.getInt32(0), b.getInt32(0), "allocas", entry);
+  if (target == KernelTarget::Gpu) {
+    // The tables and the buffers are in the GPU's global memory.
+    llvm::IRBuilder<> eb(alloca_point_);
+    buffers_ = eb.CreateAddrSpaceCast(buffers_, eb.getPtrTy(1), "buffers.global");
+    sizes_arg_ = eb.CreateAddrSpaceCast(sizes_arg_, eb.getPtrTy(1), "sizes.global");
+  }
+}
+
+void KernelBuilder::seed_sizes(const std::vector<rt::SizeExpr>& table) {
+  if (!sizes.empty()) throw InternalError("kernel compiler: seed_sizes() after the body read a size");
+  for (const rt::SizeExpr& e : table) {
+    sizes.push_back(e);
+    size_values_.push_back(invariant_load(i64(), sizes_arg_, sizes.size() - 1, "size"));
+  }
 }
 
 llvm::Value* KernelBuilder::invariant_load(llvm::Type* t, llvm::Value* base, size_t k, const char* name) {
@@ -82,20 +98,34 @@ llvm::Value* KernelBuilder::size(const rt::SizeExpr& e) {
 
 llvm::Value* KernelBuilder::buffer(size_t k) {
   if (buffer_values_.size() <= k) buffer_values_.resize(k + 1, nullptr);
-  if (!buffer_values_[k]) buffer_values_[k] = invariant_load(b.getPtrTy(), buffers_, k, "buf");
+  if (!buffer_values_[k]) {
+    llvm::Value* p = invariant_load(b.getPtrTy(), buffers_, k, "buf");
+    if (target == KernelTarget::Gpu) {
+      // Global memory (ld.global / st.global); the GPU wrapper knows this same value.
+      llvm::IRBuilder<> eb(alloca_point_);
+      p = eb.CreateAddrSpaceCast(p, eb.getPtrTy(1), fmt::format("gbuf{}", k));
+    }
+    buffer_values_[k] = p;
+  }
   return buffer_values_[k];
+}
+
+llvm::Value* KernelBuilder::element_ptr(llvm::Type* et, size_t buf, llvm::Value* offset) {
+  if (direct_.size() <= buf) direct_.resize(buf + 1, false);
+  if (offset == index) direct_[buf] = true;
+  return b.CreateInBoundsGEP(et, buffer(buf), offset);
 }
 
 llvm::Value* KernelBuilder::load(DType t, size_t buf, llvm::Value* offset) {
   llvm::Type* et = elem_type(ctx, t);
-  llvm::Value* v = b.CreateLoad(et, b.CreateInBoundsGEP(et, buffer(buf), offset));
+  llvm::Value* v = b.CreateLoad(et, element_ptr(et, buf, offset));
   if (t == DType::Bool) v = b.CreateICmpNE(v, b.getInt8(0));
   return v;
 }
 
 llvm::Value* KernelBuilder::load_input(DType t, size_t buf, llvm::Value* offset) {
   llvm::Type* et = elem_type(ctx, t);
-  llvm::LoadInst* l = b.CreateLoad(et, b.CreateInBoundsGEP(et, buffer(buf), offset));
+  llvm::LoadInst* l = b.CreateLoad(et, element_ptr(et, buf, offset));
   l->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx, {}));
   llvm::Value* v = l;
   if (t == DType::Bool) v = b.CreateICmpNE(v, b.getInt8(0));
@@ -113,7 +143,7 @@ void KernelBuilder::store(DType t, size_t buf, llvm::Value* offset, llvm::Value*
   v = convert(v, t);
   llvm::Type* et = elem_type(ctx, t);
   if (t == DType::Bool) v = b.CreateZExt(v, et);
-  b.CreateStore(v, b.CreateInBoundsGEP(et, buffer(buf), offset));
+  b.CreateStore(v, element_ptr(et, buf, offset));
 }
 
 llvm::Value* KernelBuilder::convert(llvm::Value* v, DType to) {
@@ -161,6 +191,50 @@ void KernelBuilder::loop(llvm::Value* n, const std::function<void(llvm::Value*)>
   b.CreateStore(b.CreateAdd(kv, c64(1), "", true, true), k);
   b.CreateBr(head);
   b.SetInsertPoint(exit);
+}
+
+std::vector<llvm::Value*> KernelBuilder::reduce_loop(const std::vector<llvm::Value*>& extents,
+                                                     const std::vector<Accumulator>& accs, const Element& element) {
+  if (cooperative() && !extents.empty()) return block_reduce(extents, accs, element);
+  // Sequential: nested loops, the accumulators in mutable locals.
+  std::vector<llvm::AllocaInst*> vars;
+  for (const Accumulator& a : accs) vars.push_back(var(a.type, a.init));
+  std::vector<llvm::Value*> coords;
+  std::function<void(size_t)> nest = [&](size_t j) {
+    if (j == extents.size()) {
+      std::vector<llvm::Value*> vals = element(coords);
+      if (vals.size() != accs.size()) throw InternalError("kernel compiler: reduce_loop element gives the wrong arity");
+      for (size_t q = 0; q < accs.size(); ++q)
+        b.CreateStore(accs[q].combine(b.CreateLoad(accs[q].type, vars[q]), vals[q]), vars[q]);
+      return;
+    }
+    loop(extents[j], [&](llvm::Value* k) {
+      coords.push_back(k);
+      nest(j + 1);
+      coords.pop_back();
+    });
+  };
+  nest(0);
+  std::vector<llvm::Value*> out;
+  for (size_t q = 0; q < accs.size(); ++q) out.push_back(b.CreateLoad(accs[q].type, vars[q]));
+  return out;
+}
+
+llvm::Value* KernelBuilder::reduce_loop(llvm::Value* n, const Accumulator& acc,
+                                        const std::function<llvm::Value*(llvm::Value*)>& element) {
+  return reduce_loop(std::vector<llvm::Value*>{n}, {acc}, [&](const std::vector<llvm::Value*>& k) {
+    return std::vector<llvm::Value*>{element(k[0])};
+  })[0];
+}
+
+void KernelBuilder::parallel_loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body) {
+  if (cooperative()) block_parallel_loop(n, body);
+  else loop(n, body);
+}
+
+void KernelBuilder::single(const std::function<void()>& body) {
+  if (cooperative()) block_single(body);
+  else body();
 }
 
 void KernelBuilder::finish() {

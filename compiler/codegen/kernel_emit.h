@@ -1,9 +1,18 @@
 // Internal to the kernel compiler (compiler/codegen/kernels.h): the builder of one kernel's
 // per-work-item body function, and the emitters of the op families.
 //
-// A body is target-neutral: `void body(i64 i, ptr buffers, ptr sizes)` processes work item
-// i; it reads buffer pointers from `buffers` and run-time sizes from `sizes` (the kernel's
-// size table). Only the wrappers that call it (host loop, GPU thread index) know a target.
+// A body is `void body(i64 i, ptr buffers, ptr sizes)`: it processes work item i, reading
+// buffer pointers from `buffers` and run-time sizes from `sizes` (the kernel's size table).
+// The op emitters are target-neutral: they build bodies through this class, and the few
+// things that depend on the target are its primitives (reduce_loop, parallel_loop,
+// single). Every group is emitted twice from the same emitter code:
+//  - Host: the primitives are sequential loops (the host wrapper runs work items
+//    [begin, end) in a loop, and the optimiser vectorizes them);
+//  - Gpu: buffers are global memory (addrspace(1)); in a thread-mapped kernel the
+//    primitives are sequential as on the host; in a block-mapped kernel (one work item per
+//    thread block, `block` threads) the threads of the block stride over a reduction,
+//    combine in registers, then across the warp with shuffles and across warps through
+//    shared memory, and every thread gets the result (compiler/codegen/gpu_primitives.cc).
 #pragma once
 
 #include <cstdint>
@@ -19,9 +28,18 @@
 
 namespace modelc {
 
+enum class KernelTarget { Host, Gpu };
+
+// How a GPU body is launched: one work item per thread, or one per block of `block` threads.
+struct GpuShape {
+  bool block_mapped = false;
+  uint32_t block = 256;  // threads per block, a multiple of 32 (at most 1024)
+};
+
 class KernelBuilder {
  public:
-  KernelBuilder(llvm::Module& m, SymbolTable& symbols, const std::string& body_name);
+  KernelBuilder(llvm::Module& m, SymbolTable& symbols, const std::string& body_name,
+                KernelTarget target = KernelTarget::Host, GpuShape gpu = {});
 
   llvm::LLVMContext& ctx;
   llvm::Module& module;
@@ -32,6 +50,8 @@ class KernelBuilder {
   std::vector<rt::SizeExpr> sizes;  // the size table, in the order the body reads it
   int64_t grain = 1;
   bool training = true;  // false: dropout is the identity
+  const KernelTarget target;
+  const GpuShape gpu;  // Gpu only
 
   llvm::Type* i64() { return b.getInt64Ty(); }
   llvm::Value* c64(int64_t v) { return b.getInt64(static_cast<uint64_t>(v)); }
@@ -51,8 +71,43 @@ class KernelBuilder {
   llvm::Value* convert(llvm::Value* v, DType to);
   // A mutable local (promoted to a register by the optimiser).
   llvm::AllocaInst* var(llvm::Type* t, llvm::Value* init);
-  // for (k = 0; k < n; ++k) body(k)
+  // for (k = 0; k < n; ++k) body(k), sequentially on every target.
   void loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body);
+
+  // --- The target-dependent primitives. ---
+  // An accumulator of reduce_loop: starts at `init` (an identity of `combine`); combine(acc,
+  // v) folds in an element's value. On a GPU, combine also merges partial results, so it
+  // must be associative and commutative (up to rounding) and `init` its identity.
+  struct Accumulator {
+    llvm::Type* type;
+    llvm::Value* init;
+    std::function<llvm::Value*(llvm::Value* acc, llvm::Value* v)> combine;
+  };
+  // The values of an element at coordinates k (one per extent, innermost last), one per
+  // accumulator.
+  using Element = std::function<std::vector<llvm::Value*>(const std::vector<llvm::Value*>& k)>;
+  // Folds element(k) into the accumulators for every k in extents[0] x extents[1] x ...
+  // and returns the results. Host and thread-mapped GPU: nested sequential loops in order
+  // (acc = combine(acc, v)). Block-mapped GPU: the block's threads stride over the flattened
+  // index space and combine across the block; every thread gets the result. Nested inside
+  // a cooperative primitive it is sequential (per thread).
+  std::vector<llvm::Value*> reduce_loop(const std::vector<llvm::Value*>& extents, const std::vector<Accumulator>& accs,
+                                        const Element& element);
+  llvm::Value* reduce_loop(llvm::Value* n, const Accumulator& acc, const std::function<llvm::Value*(llvm::Value* k)>& element);
+  // for k in [0, n): body(k), in any order (a row's final write pass). Host: a loop;
+  // block-mapped GPU: each thread takes k = tid, tid + block, ...
+  void parallel_loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body);
+  // Runs `body` once for the work item: on one thread of the block where the block
+  // cooperates (stores of a reduction's result), else simply here.
+  void single(const std::function<void()>& body);
+  // True where the primitives cooperate across the block at the insertion point.
+  bool cooperative() const { return target == KernelTarget::Gpu && gpu.block_mapped && coop_depth_ == 0; }
+
+  // Starts the size table with `table` (so that a second flavour of a body reads the same
+  // slots as the first; slots it adds come after).
+  void seed_sizes(const std::vector<rt::SizeExpr>& table);
+  // Per buffer: read or written at the work item's own index somewhere (offset == index).
+  const std::vector<bool>& direct_buffers() const { return direct_; }
   // Unsigned-style division helpers on non-negative i64 (sizes and indices).
   llvm::Value* div(llvm::Value* a, llvm::Value* d) { return b.CreateUDiv(a, d); }
   llvm::Value* rem(llvm::Value* a, llvm::Value* d) { return b.CreateURem(a, d); }
@@ -66,7 +121,19 @@ class KernelBuilder {
   llvm::Value* sizes_arg_ = nullptr;
   std::vector<llvm::Value*> size_values_, buffer_values_;
   llvm::Instruction* alloca_point_ = nullptr;
+  std::vector<bool> direct_;
+  int coop_depth_ = 0;
   llvm::Value* invariant_load(llvm::Type* t, llvm::Value* base, size_t k, const char* name);
+  llvm::Value* element_ptr(llvm::Type* et, size_t buf, llvm::Value* offset);
+  // gpu_primitives.cc: the block-cooperative forms.
+  llvm::Value* thread_id();
+  void strided_loop(llvm::Value* start, llvm::Value* n, llvm::Value* step, const std::function<void(llvm::Value*)>& body);
+  std::vector<llvm::Value*> block_reduce(const std::vector<llvm::Value*>& extents, const std::vector<Accumulator>& accs,
+                                         const Element& element);
+  llvm::Value* combine_across_block(llvm::Value* partial, const Accumulator& acc);
+  llvm::Value* shuffle_xor(llvm::Value* v, unsigned lane_mask);
+  void block_parallel_loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body);
+  void block_single(const std::function<void()>& body);
 };
 
 llvm::Type* elem_type(llvm::LLVMContext& ctx, DType t);  // f32 float, i32 i32, bool i8

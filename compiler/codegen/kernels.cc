@@ -53,10 +53,10 @@ std::string function_text(const llvm::Function* f) {
 
 }  // namespace
 
-void optimize_module(llvm::Module& m, llvm::TargetMachine* tm, bool libmvec) {
+void optimize_module(llvm::Module& m, llvm::TargetMachine* tm, bool libmvec, bool vectorize) {
   llvm::PipelineTuningOptions pto;
-  pto.LoopVectorization = true;
-  pto.SLPVectorization = true;
+  pto.LoopVectorization = vectorize;
+  pto.SLPVectorization = vectorize;
   pto.LoopUnrolling = true;
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
@@ -76,9 +76,11 @@ void optimize_module(llvm::Module& m, llvm::TargetMachine* tm, bool libmvec) {
   pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
 }
 
-KernelCompiler::Impl::Impl(SymbolTable& s)
+KernelCompiler::Impl::Impl(SymbolTable& s, bool gpu)
     : symbols(s), tsc(std::make_unique<llvm::LLVMContext>()),
-      module(std::make_unique<llvm::Module>("modelc_kernels", *tsc.getContext())) {}
+      module(std::make_unique<llvm::Module>("modelc_kernels", *tsc.getContext())) {
+  if (gpu) gpu_module = new_gpu_module(*tsc.getContext());
+}
 
 llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const std::string& name) {
   llvm::LLVMContext& ctx = m.getContext();
@@ -114,7 +116,7 @@ llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const s
   return f;
 }
 
-KernelCompiler::KernelCompiler(SymbolTable& symbols) : impl_(std::make_unique<Impl>(symbols)) {}
+KernelCompiler::KernelCompiler(SymbolTable& symbols, bool gpu) : impl_(std::make_unique<Impl>(symbols, gpu)) {}
 KernelCompiler::~KernelCompiler() = default;
 
 bool KernelCompiler::handles(const Graph& g, NodeId id) {
@@ -155,6 +157,14 @@ std::string KernelCompiler::module_text() const {
   return s;
 }
 
+std::string KernelCompiler::gpu_module_text() const {
+  if (!impl_->gpu_module) return "";
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  impl_->gpu_module->print(os, nullptr);
+  return s;
+}
+
 std::vector<rt::KernelDesc> KernelCompiler::finish(std::shared_ptr<void>& code) {
   Impl& im = *impl_;
   if (im.finished) throw InternalError("kernel compiler: finish() called twice");
@@ -168,12 +178,14 @@ std::vector<rt::KernelDesc> KernelCompiler::finish(std::shared_ptr<void>& code) 
     rt::KernelDesc d;
     d.name = k.name;
     d.nodes = k.nodes;
-    d.gpu_mapping = k.row ? rt::GpuMapping::Block : rt::GpuMapping::Thread;
+    d.gpu_mapping = k.gpu_mapping;
+    d.gpu_block = k.gpu_block;
     d.source = function_text(k.body) + "\n" + function_text(im.module->getFunction(k.name));
     out.push_back(std::move(d));
   }
   im.final_text = module_text();
   im.finished = true;
+  im.gpu_module.reset();
 
   auto jtmb = checked(llvm::orc::JITTargetMachineBuilder::detectHost(), "host detection");
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);

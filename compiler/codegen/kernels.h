@@ -1,12 +1,15 @@
-// The kernel compiler: one LLVM kernel per elementwise / reduction / row op node, compiled
-// for the host with ORC LLJIT.
+// The kernel compiler: one LLVM kernel per fusion group (or per elementwise / reduction /
+// row op node), compiled for the host with ORC LLJIT and, when asked, for NVPTX.
 //
-// Each kernel is a target-neutral body `void body(i64 i, ptr buffers, ptr sizes)` that
-// processes one work item, plus a wrapper that knows the target: on the host a loop over
-// [begin, end) with the body inlined (so it vectorizes), exposed with the runtime's ABI
-// (rt::HostKernelFn); for NVPTX, a kernel that takes its index from the thread id (ptx()).
-// Buffers at run time: the node's inputs in order (nullptr for an absent optional input),
-// then its outputs. Sizes that depend on symbols come from the kernel's size table.
+// Each kernel is a body `void body(i64 i, ptr buffers, ptr sizes)` that processes one work
+// item, built by one emitter per group from target-neutral code (kernel_emit.h), plus a
+// wrapper that knows the target: on the host a loop over [begin, end) with the body
+// inlined (so it vectorizes), exposed with the runtime's ABI (rt::HostKernelFn); on a GPU a
+// kernel with the same name and arguments whose threads or blocks share the work items
+// (grid-stride loops, 128-bit accesses where alignment allows, block reductions with warp
+// shuffles and shared memory; runtime/program.h documents the launch). Buffers at run
+// time: the node's inputs in order (nullptr for an absent optional input), then its
+// outputs. Sizes that depend on symbols come from the kernel's size table.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +37,9 @@ struct EmitOptions {
 
 class KernelCompiler {
  public:
-  explicit KernelCompiler(SymbolTable& symbols);
+  // gpu: also emit every kernel's GPU flavour, for ptx() (lowering asks for it when
+  // LowerOptions::ptx_target is set).
+  explicit KernelCompiler(SymbolTable& symbols, bool gpu = false);
   ~KernelCompiler();
   KernelCompiler(const KernelCompiler&) = delete;
   KernelCompiler& operator=(const KernelCompiler&) = delete;
@@ -54,16 +59,21 @@ class KernelCompiler {
   EmittedKernel emit_group(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
                            const EmitOptions& options = {});
   // Compiles everything emitted with ORC LLJIT for the host (O3, vectorized, host CPU and
-  // features), returns the kernels in order (name, host fn pointer, IR text) and stores the
-  // owner of the machine code (the LLJIT) in `code`. The compiler is spent afterwards.
+  // features), returns the kernels in order (name, host fn pointer, IR text, GPU launch
+  // shape) and stores the owner of the machine code (the LLJIT) in `code`. The compiler is
+  // spent afterwards.
   std::vector<rt::KernelDesc> finish(std::shared_ptr<void>& code);
   std::string module_text() const;  // the LLVM IR of everything emitted so far
+  // The GPU flavour's LLVM IR (before libdevice and optimisation; what ptx() compiles);
+  // empty for a compiler without gpu, or after finish().
+  std::string gpu_module_text() const;
 
-  // The same kernels for NVPTX (compiler/codegen/nvptx.cc): the module rebuilt with the
-  // nvptx64-nvidia-cuda triple, each body behind a kernel `NAME(buffers, sizes, begin, end)`
-  // whose thread handles work item begin + ctaid.x * ntid.x + tid.x; returns PTX for `sm`
-  // (e.g. "sm_80"). Call before finish(). Ops that call libm (tanh, erf, pow; exp and log
-  // where the backend expands them to calls) need libdevice, which is not linked yet.
+  // The GPU flavour of every kernel as one PTX module for `sm` (e.g. "sm_80", "sm_90"):
+  // entry points `NAME(buffers, sizes, begin, end)` launched as the KernelDesc says
+  // (compiler/codegen/nvptx.cc). Math functions come from libdevice ($MODELC_LIBDEVICE, else
+  // the CUDA toolkit's; a UserError when it is needed and missing). Call before finish(),
+  // on a compiler constructed with gpu = true (else InternalError); may be called again
+  // for another target.
   std::string ptx(const std::string& sm = "sm_80") const;
 
   // The host kernels as a shared object (compiler/codegen/object.cc): the module optimised

@@ -10,6 +10,10 @@
 // Work items: a loop or reduce group has one per element of its root (a reduction loops
 // over its reduced elements inside); a row group has one per lane of its anchor, whose
 // last pass evaluates the epilogue and stores the outputs at each element of the lane.
+//
+// Each group is emitted twice from this same code: the host flavour into the host module,
+// and, when GPU code is wanted, the GPU flavour into the GPU module (kernel_emit.h), with
+// its launch shape chosen per group (choose_gpu_shape) and the same size table.
 #include <map>
 #include <set>
 
@@ -53,8 +57,15 @@ class GroupEmitter {
   using Key = std::pair<NodeId, uint32_t>;
   static Key key(const Value& v) { return {v.node, v.index}; }
 
+  // Evaluates every output (every thread of a cooperating block takes part in the
+  // reduction), then stores them once.
   void store_outputs(llvm::Value* at) {
-    for (const Value& v : grp_.outputs) kb_.store(g_.type(v).dtype, slots_.at(key(v)), at, eval(v, at));
+    std::vector<llvm::Value*> values;
+    for (const Value& v : grp_.outputs) values.push_back(eval(v, at));
+    kb_.single([&] {
+      for (size_t k = 0; k < values.size(); ++k)
+        kb_.store(g_.type(grp_.outputs[k]).dtype, slots_.at(key(grp_.outputs[k])), at, values[k]);
+    });
   }
 
   Reader reader(const Node& n) {
@@ -114,6 +125,13 @@ std::string function_text(const llvm::Function* f) {
   return s;
 }
 
+void verify(const std::string& name, llvm::Function* body, llvm::Function* wrapper) {
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyFunction(*body, &os) || llvm::verifyFunction(*wrapper, &os))
+    throw InternalError(fmt::format("kernel compiler: invalid IR for {}: {}\n{}", name, err, function_text(body)));
+}
+
 }  // namespace
 
 EmittedKernel KernelCompiler::emit_group(const Graph& g, const FusionGroup& grp, const std::vector<bool>& inlined,
@@ -134,17 +152,26 @@ EmittedKernel KernelCompiler::emit_group(const Graph& g, const FusionGroup& grp,
   rt::SizeExpr extent = GroupEmitter(kb, g, grp).emit();
   kb.finish();
   llvm::Function* host = emit_host_wrapper(*im.module, kb.fn, name);
-  std::string err;
-  llvm::raw_string_ostream os(err);
-  if (llvm::verifyFunction(*kb.fn, &os) || llvm::verifyFunction(*host, &os))
-    throw InternalError(fmt::format("kernel compiler: invalid IR for {}: {}\n{}", name, err, function_text(kb.fn)));
+  verify(name, kb.fn, host);
   Impl::Kernel k;
   k.name = name;
   k.body = kb.fn;
-  k.row = grp.kind == FusionGroup::Kind::Row;
+  const GpuShape shape = choose_gpu_shape(g, grp);
+  k.gpu_mapping = shape.block_mapped ? rt::GpuMapping::Block : rt::GpuMapping::Thread;
+  k.gpu_block = shape.block;
   k.nodes = static_cast<uint32_t>(real);
+  std::vector<rt::SizeExpr> sizes = std::move(kb.sizes);
+  if (im.gpu_module) {
+    KernelBuilder gb(*im.gpu_module, im.symbols, name + ".body", KernelTarget::Gpu, shape);
+    gb.training = options.training;
+    gb.seed_sizes(sizes);  // the host's slots first: both flavours read one table
+    GroupEmitter(gb, g, grp).emit();
+    gb.finish();
+    verify(name, gb.fn, emit_gpu_kernel(*im.gpu_module, gb.fn, name, shape, gb.direct_buffers()));
+    sizes = std::move(gb.sizes);
+  }
   im.kernels.push_back(std::move(k));
-  return EmittedKernel{index, std::move(kb.sizes), std::move(extent), kb.grain};
+  return EmittedKernel{index, std::move(sizes), std::move(extent), kb.grain};
 }
 
 }  // namespace modelc

@@ -10,20 +10,23 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include "compiler/codegen/kernel_emit.h"
 #include "compiler/codegen/kernels.h"
 
 namespace modelc {
 
 struct KernelCompiler::Impl {
-  explicit Impl(SymbolTable& s);
+  Impl(SymbolTable& s, bool gpu);
 
   SymbolTable& symbols;
-  llvm::orc::ThreadSafeContext tsc;  // owns the LLVMContext; declared before the module
-  std::unique_ptr<llvm::Module> module;
+  llvm::orc::ThreadSafeContext tsc;  // owns the LLVMContext; declared before the modules
+  std::unique_ptr<llvm::Module> module;      // the host flavour of every kernel
+  std::unique_ptr<llvm::Module> gpu_module;  // the GPU flavour (nvptx64), when wanted
   struct Kernel {
     std::string name;     // the host entry point (and the GPU kernel's name)
-    llvm::Function* body;  // target-neutral: void(i64 i, ptr buffers, ptr sizes)
-    bool row = false;      // a row group: on a GPU one work item per block
+    llvm::Function* body;  // host flavour: void(i64 i, ptr buffers, ptr sizes)
+    rt::GpuMapping gpu_mapping = rt::GpuMapping::Thread;
+    uint32_t gpu_block = 256;  // threads per block
     uint32_t nodes = 1;    // IR nodes fused into it
   };
   std::vector<Kernel> kernels;
@@ -31,11 +34,31 @@ struct KernelCompiler::Impl {
   std::string final_text;  // module_text() once finish() took the module
 };
 
-// The O3 pipeline with the loop and SLP vectorizers, tuned for `tm`; with `libmvec`, loops
-// over llvm.exp/log/pow/... may call glibc's vector math functions (x86 hosts only).
-void optimize_module(llvm::Module& m, llvm::TargetMachine* tm, bool libmvec);
+// The O3 pipeline with the loop and SLP vectorizers (unless !vectorize), tuned for `tm`;
+// with `libmvec`, loops over llvm.exp/log/pow/... may call glibc's vector math functions
+// (x86 hosts only).
+void optimize_module(llvm::Module& m, llvm::TargetMachine* tm, bool libmvec, bool vectorize = true);
 
 // Builds the body's loop wrapper `void name(ptr buffers, ptr sizes, i64 begin, i64 end)`.
 llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const std::string& name);
+
+// The GPU side (compiler/codegen/nvptx.cc, gpu_libdevice.cc).
+// An empty module for the nvptx64-nvidia-cuda triple with its data layout.
+std::unique_ptr<llvm::Module> new_gpu_module(llvm::LLVMContext& ctx);
+// How a group runs on a GPU: block-mapped for row groups and for reductions over many
+// elements (or with few outputs), with a block size from the row length; else one work
+// item per thread, 256 threads per block.
+GpuShape choose_gpu_shape(const Graph& g, const FusionGroup& grp);
+// Builds the GPU kernel `void name(ptr buffers, ptr sizes, i64 begin, i64 end)` around the
+// GPU flavour of a body (runtime/program.h documents the ABI). `direct`: the buffers the
+// body reads or writes at the work item's own index (candidates for 128-bit accesses).
+llvm::Function* emit_gpu_kernel(llvm::Module& m, llvm::Function* body, const std::string& name, GpuShape shape,
+                                const std::vector<bool>& direct);
+// Replaces the C library and LLVM math calls the NVPTX backend cannot lower by libdevice's
+// __nv_* functions and links those from libdevice (internalized; the module flag
+// nvvm-reflect-ftz = 0). Throws UserError when libdevice is needed and not found.
+void link_libdevice(llvm::Module& m);
+// Where libdevice is looked for: $MODELC_LIBDEVICE when set, else the CUDA toolkit's.
+std::vector<std::string> libdevice_candidates();
 
 }  // namespace modelc

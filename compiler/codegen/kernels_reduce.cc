@@ -1,8 +1,11 @@
 // Reduction and row kernels.
 //
-// sum / mean / max: one output element per work item, an inner loop (nest) over the
-// reduced elements. softmax / log_softmax / layer_norm: one lane along the op's axis per
-// work item. cross_entropy: a single work item that loops over every position.
+// sum / mean / max: one output element per work item, a reduction over the reduced
+// elements. softmax / log_softmax / layer_norm: one lane along the op's axis per work
+// item: reductions over the lane, then a pass that writes it. cross_entropy: a single work
+// item that reduces over every position. The loops are KernelBuilder's primitives
+// (reduce_loop, parallel_loop), so the same code gives the host's sequential loops and a
+// GPU block's cooperative ones (compiler/codegen/kernel_emit.h).
 //
 // Precision: sums (sum, mean, the softmax denominator, layer_norm's mean and variance,
 // cross_entropy's total) accumulate in f64, so a sum of 1e5 f32 values stays within a few
@@ -61,22 +64,28 @@ Lane lane(KernelBuilder& kb, const Shape& s, size_t axis, llvm::Value* w) {
   return {base, in, n};
 }
 
+// Accumulators: the f64 sum with reassociation, and the softmax reference's max.
+KernelBuilder::Accumulator sum_f64(KernelBuilder& kb) {
+  return {kb.b.getDoubleTy(), dconst(kb, 0), [&kb](llvm::Value* a, llvm::Value* v) { return fadd_reassoc(kb, a, v); }};
+}
+
+KernelBuilder::Accumulator max_f32(KernelBuilder& kb) {
+  return {kb.b.getFloatTy(), llvm::ConstantFP::getInfinity(kb.b.getFloatTy(), true),
+          [&kb](llvm::Value* a, llvm::Value* v) { return std_max(kb, a, v); }};
+}
+
 // The max and the f64 sum of exp(x - max) along a lane of f32 input 0.
 std::pair<llvm::Value*, llvm::Value*> max_and_sum_exp(KernelBuilder& kb, const Reader& read, const Lane& l) {
   auto& b = kb.b;
-  llvm::AllocaInst* m = kb.var(b.getFloatTy(), llvm::ConstantFP::getInfinity(b.getFloatTy(), true));
-  kb.loop(l.n, [&](llvm::Value* k) {
-    llvm::Value* x = read(0, b.CreateAdd(l.base, b.CreateMul(k, l.stride)));
-    b.CreateStore(std_max(kb, b.CreateLoad(b.getFloatTy(), m), x), m);
+  llvm::Value* mv = kb.reduce_loop(l.n, max_f32(kb), [&](llvm::Value* k) {
+    return read(0, b.CreateAdd(l.base, b.CreateMul(k, l.stride)));
   });
-  llvm::Value* mv = b.CreateLoad(b.getFloatTy(), m);
-  llvm::AllocaInst* s = kb.var(b.getDoubleTy(), dconst(kb, 0));
-  kb.loop(l.n, [&](llvm::Value* k) {
+  llvm::Value* s = kb.reduce_loop(l.n, sum_f64(kb), [&](llvm::Value* k) {
     llvm::Value* x = read(0, b.CreateAdd(l.base, b.CreateMul(k, l.stride)));
     llvm::Value* e = b.CreateUnaryIntrinsic(llvm::Intrinsic::exp, b.CreateFSub(x, mv));
-    b.CreateStore(fadd_reassoc(kb, b.CreateLoad(b.getDoubleTy(), s), b.CreateFPExt(e, b.getDoubleTy())), s);
+    return b.CreateFPExt(e, b.getDoubleTy());
   });
-  return {mv, b.CreateLoad(b.getDoubleTy(), s)};
+  return {mv, s};
 }
 
 }  // namespace
@@ -84,8 +93,9 @@ std::pair<llvm::Value*, llvm::Value*> max_and_sum_exp(KernelBuilder& kb, const R
 namespace {
 
 // cross_entropy: the mean over positions of (max - x[target]) + log(sum exp(x - max)), one
-// loop over every position. A target outside [0, C) makes the result NaN (the reference
-// throws a UserError; a kernel cannot, so the loss says it instead).
+// reduction over every position (each position's own max and sum are sequential). A target
+// outside [0, C) makes the result NaN (the reference throws a UserError; a kernel cannot,
+// so the loss says it instead).
 llvm::Value* cross_entropy_value(KernelBuilder& kb, const Graph& g, const Node& n, const Reader& read) {
   auto& b = kb.b;
   llvm::Type* f32 = b.getFloatTy();
@@ -94,22 +104,22 @@ llvm::Value* cross_entropy_value(KernelBuilder& kb, const Graph& g, const Node& 
   const Shape& ts = g.type(n.inputs.at(1)).shape;
   llvm::Value* classes = kb.size(xs.back());
   llvm::Value* positions = kb.size(kb.symbols.numel(ts));
-  llvm::AllocaInst* total = kb.var(f64, dconst(kb, 0));
-  llvm::AllocaInst* bad = kb.var(b.getInt1Ty(), b.getFalse());
-  kb.loop(positions, [&](llvm::Value* pos) {
+  KernelBuilder::Accumulator total{f64, dconst(kb, 0), [&b](llvm::Value* a, llvm::Value* v) { return b.CreateFAdd(a, v); }};
+  KernelBuilder::Accumulator bad{b.getInt1Ty(), b.getFalse(), [&b](llvm::Value* a, llvm::Value* v) { return b.CreateOr(a, v); }};
+  std::vector<llvm::Value*> r = kb.reduce_loop({positions}, {total, bad}, [&](const std::vector<llvm::Value*>& k) {
+    llvm::Value* pos = k[0];
     Lane l{b.CreateMul(pos, classes), kb.c64(1), classes};
     auto [m, s] = max_and_sum_exp(kb, read, l);
     llvm::Value* t = b.CreateSExt(read(1, pos), kb.i64());
     llvm::Value* outside = b.CreateICmpUGE(t, classes);  // negative t is huge unsigned
-    b.CreateStore(b.CreateOr(b.CreateLoad(b.getInt1Ty(), bad), outside), bad);
     llvm::Value* safe_t = b.CreateSelect(outside, kb.c64(0), t);
     llvm::Value* xt = b.CreateFPExt(read(0, b.CreateAdd(l.base, safe_t)), f64);
     llvm::Value* loss = b.CreateFAdd(b.CreateFSub(b.CreateFPExt(m, f64), xt),
                                      b.CreateUnaryIntrinsic(llvm::Intrinsic::log, s));
-    b.CreateStore(b.CreateFAdd(b.CreateLoad(f64, total), loss), total);
+    return std::vector<llvm::Value*>{loss, outside};
   });
-  llvm::Value* mean = b.CreateFDiv(b.CreateLoad(f64, total), b.CreateSIToFP(positions, f64));  // 0/0: NaN
-  mean = b.CreateSelect(b.CreateLoad(b.getInt1Ty(), bad), llvm::ConstantFP::getNaN(f64), mean);
+  llvm::Value* mean = b.CreateFDiv(r[0], b.CreateSIToFP(positions, f64));  // 0/0: NaN
+  mean = b.CreateSelect(r[1], llvm::ConstantFP::getNaN(f64), mean);
   return b.CreateFPTrunc(mean, f32);
 }
 
@@ -174,27 +184,25 @@ llvm::Value* reduction_value(KernelBuilder& kb, const Graph& g, const Node& n, l
   }
   const bool is_max = n.op == OpKind::Max;
   const bool is_int = xt.dtype == DType::I32;
-  llvm::Type* acc_t = is_max ? b.getFloatTy() : is_int ? b.getInt64Ty() : b.getDoubleTy();
-  llvm::Value* init = is_max ? llvm::ConstantFP::getInfinity(b.getFloatTy(), true)
-                      : is_int ? kb.c64(0) : dconst(kb, 0);
-  llvm::AllocaInst* acc = kb.var(acc_t, init);
-  // A loop per reduced group, innermost last.
-  std::function<void(size_t, llvm::Value*)> nest = [&](size_t j, llvm::Value* off) {
-    while (j < groups.size() && !groups[j].reduced) ++j;
-    if (j == groups.size()) {
-      llvm::Value* v = read(0, off);
-      llvm::Value* a = b.CreateLoad(acc_t, acc);
-      if (is_max) a = max_nan(kb, a, v);
-      else if (is_int) a = b.CreateAdd(a, b.CreateSExt(v, kb.i64()));
-      else a = fadd_reassoc(kb, a, b.CreateFPExt(v, b.getDoubleTy()));
-      b.CreateStore(a, acc);
-      return;
-    }
-    llvm::Value* s = kb.size(stride[j]);
-    kb.loop(kb.size(groups[j].extent), [&](llvm::Value* k) { nest(j + 1, b.CreateAdd(off, b.CreateMul(k, s))); });
-  };
-  nest(0, base);
-  llvm::Value* r = b.CreateLoad(acc_t, acc);
+  KernelBuilder::Accumulator acc = sum_f64(kb);
+  if (is_max) acc = {b.getFloatTy(), llvm::ConstantFP::getInfinity(b.getFloatTy(), true),
+                     [&kb](llvm::Value* a, llvm::Value* v) { return max_nan(kb, a, v); }};
+  else if (is_int) acc = {b.getInt64Ty(), kb.c64(0), [&b](llvm::Value* a, llvm::Value* v) { return b.CreateAdd(a, v); }};
+  // One loop per reduced group, innermost last.
+  std::vector<llvm::Value*> extents, strides;
+  for (size_t j = 0; j < groups.size(); ++j) {
+    if (!groups[j].reduced) continue;
+    extents.push_back(kb.size(groups[j].extent));
+    strides.push_back(kb.size(stride[j]));
+  }
+  llvm::Value* r = kb.reduce_loop(extents, {acc}, [&](const std::vector<llvm::Value*>& k) {
+    llvm::Value* off = base;
+    for (size_t j = 0; j < k.size(); ++j) off = b.CreateAdd(off, b.CreateMul(k[j], strides[j]));
+    llvm::Value* v = read(0, off);
+    if (is_max) return std::vector<llvm::Value*>{v};
+    if (is_int) return std::vector<llvm::Value*>{b.CreateSExt(v, kb.i64())};
+    return std::vector<llvm::Value*>{b.CreateFPExt(v, b.getDoubleTy())};
+  })[0];
   if (n.op == OpKind::Mean) r = b.CreateFDiv(r, b.CreateSIToFP(kb.size(count), b.getDoubleTy()));  // 0/0: NaN
   if (is_int) return b.CreateTrunc(r, b.getInt32Ty());
   if (!is_max) return b.CreateFPTrunc(r, b.getFloatTy());
@@ -232,7 +240,7 @@ void row_op(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* w, co
     bool log = n.op == OpKind::LogSoftmax;
     llvm::Value* sf = b.CreateFPTrunc(s, f32);
     llvm::Value* logs = log ? b.CreateFPTrunc(b.CreateUnaryIntrinsic(llvm::Intrinsic::log, s), f32) : nullptr;
-    kb.loop(l.n, [&](llvm::Value* k) {
+    kb.parallel_loop(l.n, [&](llvm::Value* k) {
       llvm::Value* at = b.CreateAdd(l.base, b.CreateMul(k, l.stride));
       llvm::Value* d = b.CreateFSub(read(0, at), m);
       write(at, log ? b.CreateFSub(d, logs) : b.CreateFDiv(b.CreateUnaryIntrinsic(llvm::Intrinsic::exp, d), sf));
@@ -242,20 +250,17 @@ void row_op(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* w, co
   if (n.op == OpKind::LayerNorm) {
     auto has = [&](size_t k) { return k < n.inputs.size() && n.inputs[k].valid(); };
     llvm::Value* nd = b.CreateSIToFP(l.n, f64);
-    llvm::AllocaInst* sum = kb.var(f64, dconst(kb, 0));
-    kb.loop(l.n, [&](llvm::Value* k) {
-      llvm::Value* x = b.CreateFPExt(read(0, b.CreateAdd(l.base, k)), f64);
-      b.CreateStore(fadd_reassoc(kb, b.CreateLoad(f64, sum), x), sum);
+    llvm::Value* sum = kb.reduce_loop(l.n, sum_f64(kb), [&](llvm::Value* k) {
+      return b.CreateFPExt(read(0, b.CreateAdd(l.base, k)), f64);
     });
-    llvm::Value* mean = b.CreateFDiv(b.CreateLoad(f64, sum), nd);
-    llvm::AllocaInst* var = kb.var(f64, dconst(kb, 0));
-    kb.loop(l.n, [&](llvm::Value* k) {
+    llvm::Value* mean = b.CreateFDiv(sum, nd);
+    llvm::Value* var = kb.reduce_loop(l.n, sum_f64(kb), [&](llvm::Value* k) {
       llvm::Value* dx = b.CreateFSub(b.CreateFPExt(read(0, b.CreateAdd(l.base, k)), f64), mean);
-      b.CreateStore(fadd_reassoc(kb, b.CreateLoad(f64, var), b.CreateFMul(dx, dx)), var);
+      return b.CreateFMul(dx, dx);
     });
-    llvm::Value* v = b.CreateFAdd(b.CreateFDiv(b.CreateLoad(f64, var), nd), dconst(kb, n.attrs.f("eps")));
+    llvm::Value* v = b.CreateFAdd(b.CreateFDiv(var, nd), dconst(kb, n.attrs.f("eps")));
     llvm::Value* inv = b.CreateFDiv(dconst(kb, 1), b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, v));
-    kb.loop(l.n, [&](llvm::Value* k) {
+    kb.parallel_loop(l.n, [&](llvm::Value* k) {
       llvm::Value* at = b.CreateAdd(l.base, k);
       llvm::Value* dx = b.CreateFSub(b.CreateFPExt(read(0, at), f64), mean);
       llvm::Value* y = b.CreateFPTrunc(b.CreateFMul(dx, inv), f32);

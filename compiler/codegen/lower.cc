@@ -233,7 +233,7 @@ std::shared_ptr<rt::Program> lower_program(const Graph& forward, const Graph* tr
     if (!d.value) syms.id(d.name);
   syms.id("$seed");
   syms.id("$step");
-  KernelCompiler kc(syms);
+  KernelCompiler kc(syms, /*gpu=*/!options.ptx_target.empty());
   Lowering l(*p, syms, kc, options);
   if (train_step) l.lower_function("train_step", *train_step, true);
   l.lower_function("eval", forward, false);

@@ -2,6 +2,8 @@
 // reference interpreter, for the code generation tests.
 #pragma once
 
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "compiler/codegen/kernels.h"
@@ -25,61 +27,91 @@ inline std::unique_ptr<Compiled> compile_node(const Graph& g, NodeId id) {
   return c;
 }
 
+// The values of a compiler's symbols: `dims` by name, then $seed and $step.
+inline std::vector<int64_t> symbol_values(const SymbolTable& symbols, const std::map<std::string, int64_t>& dims,
+                                          uint64_t seed = 0, uint64_t step = 0) {
+  std::vector<int64_t> symvals;
+  for (const std::string& name : symbols.names()) {
+    if (name == "$seed") symvals.push_back(static_cast<int64_t>(seed));
+    else if (name == "$step") symvals.push_back(static_cast<int64_t>(step));
+    else symvals.push_back(dims.at(name));
+  }
+  return symvals;
+}
+
+// The raw buffers of one kernel run: the inputs (nullptr where an optional input is
+// absent), then the outputs (NaN-filled); f32 as float, i32 as int32, bool as one byte.
+// Each starts `misalign` bytes past a 16-byte boundary.
+struct RawBuffers {
+  std::vector<std::vector<unsigned char>> storage;
+  std::vector<void*> ptrs;
+  std::vector<RefTensor> outs;
+  size_t inputs = 0;
+
+  RawBuffers(const std::vector<const RefTensor*>& ins, const std::vector<TensorType>& out_types,
+             const std::map<std::string, int64_t>& dims, size_t misalign = 0) {
+    storage.reserve(ins.size() + out_types.size());
+    inputs = ins.size();
+    for (const RefTensor* t : ins) ptrs.push_back(t ? raw(*t, misalign) : nullptr);
+    for (const TensorType& t : out_types) {
+      outs.emplace_back(t.dtype, concrete_shape(t.shape, dims), std::nan(""));
+      ptrs.push_back(raw(outs.back(), misalign));
+    }
+  }
+  RawBuffers(const RawBuffers&) = delete;
+  RawBuffers& operator=(const RawBuffers&) = delete;
+
+  // The outputs as RefTensors of their dtype.
+  std::vector<RefTensor> read_outputs() {
+    for (size_t k = 0; k < outs.size(); ++k) {
+      RefTensor& t = outs[k];
+      const unsigned char* p0 = static_cast<const unsigned char*>(ptrs[inputs + k]);
+      size_t w = static_cast<size_t>(dtype_bytes(t.dtype));
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        const unsigned char* p = p0 + w * static_cast<size_t>(i);
+        if (t.dtype == DType::F32) { float f; std::memcpy(&f, p, 4); t[i] = f; }
+        else if (t.dtype == DType::I32) { int32_t v; std::memcpy(&v, p, 4); t[i] = v; }
+        else t[i] = *p;
+      }
+    }
+    return outs;
+  }
+
+ private:
+  void* raw(const RefTensor& t, size_t misalign) {
+    size_t w = static_cast<size_t>(dtype_bytes(t.dtype));
+    std::vector<unsigned char> bytes(w * static_cast<size_t>(t.numel()) + 32);  // never empty; room to align
+    auto addr = reinterpret_cast<uintptr_t>(bytes.data());
+    unsigned char* p0 = bytes.data() + ((16 - addr % 16) % 16) + misalign;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      unsigned char* p = p0 + w * static_cast<size_t>(i);
+      if (t.dtype == DType::F32) { float f = static_cast<float>(t[i]); std::memcpy(p, &f, 4); }
+      else if (t.dtype == DType::I32) { auto v = static_cast<int32_t>(t[i]); std::memcpy(p, &v, 4); }
+      else *p = t[i] != 0 ? 1 : 0;
+    }
+    storage.push_back(std::move(bytes));
+    return p0;
+  }
+};
+
 // Runs a compiled kernel over its whole extent in random chunks [begin, end), with the
 // inputs (in node order; nullptr where an optional input is absent) and the symbol values
 // `dims` (+ $seed, $step). Returns the outputs as RefTensors of their dtype.
 inline std::vector<RefTensor> run_kernel(const Compiled& c, const Node& n, const std::vector<const RefTensor*>& ins,
                                          const std::map<std::string, int64_t>& dims, uint64_t seed = 0,
                                          uint64_t step = 0) {
-  std::vector<int64_t> symvals;
-  for (const std::string& name : c.symbols.names()) {
-    if (name == "$seed") symvals.push_back(static_cast<int64_t>(seed));
-    else if (name == "$step") symvals.push_back(static_cast<int64_t>(step));
-    else symvals.push_back(dims.at(name));
-  }
-  // Raw storage per buffer: f32 as float, i32 as int32, bool as one byte.
-  std::vector<std::vector<unsigned char>> storage;
-  std::vector<void*> buffers;
-  auto raw = [&](const RefTensor& t) {
-    size_t w = static_cast<size_t>(dtype_bytes(t.dtype));
-    std::vector<unsigned char> bytes(w * static_cast<size_t>(t.numel()) + 1);  // +1: never empty
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      unsigned char* p = bytes.data() + w * static_cast<size_t>(i);
-      if (t.dtype == DType::F32) { float f = static_cast<float>(t[i]); std::memcpy(p, &f, 4); }
-      else if (t.dtype == DType::I32) { auto v = static_cast<int32_t>(t[i]); std::memcpy(p, &v, 4); }
-      else *p = t[i] != 0 ? 1 : 0;
-    }
-    storage.push_back(std::move(bytes));
-    return static_cast<void*>(storage.back().data());
-  };
-  storage.reserve(ins.size() + n.outputs.size());
-  for (const RefTensor* t : ins) buffers.push_back(t ? raw(*t) : nullptr);
-  std::vector<RefTensor> outs;
-  for (const TensorType& t : n.outputs) {
-    outs.emplace_back(t.dtype, concrete_shape(t.shape, dims), std::nan(""));
-    buffers.push_back(raw(outs.back()));
-  }
+  std::vector<int64_t> symvals = symbol_values(c.symbols, dims, seed, step);
+  RawBuffers io(ins, n.outputs, dims);
   std::vector<int64_t> sizes;
   for (const rt::SizeExpr& s : c.kernel.sizes) sizes.push_back(s.eval(symvals));
   const int64_t extent = c.kernel.extent.eval(symvals);
   rt::HostKernelFn fn = c.descs.at(c.kernel.kernel).host;
   for (int64_t begin = 0; begin < extent;) {
     int64_t end = std::min(extent, begin + rnd(1, std::max<int64_t>(1, extent / 3 + 1)));
-    fn(buffers.data(), sizes.data(), begin, end);
+    fn(io.ptrs.data(), sizes.data(), begin, end);
     begin = end;
   }
-  for (size_t k = 0; k < outs.size(); ++k) {
-    RefTensor& t = outs[k];
-    const unsigned char* p0 = static_cast<const unsigned char*>(buffers[ins.size() + k]);
-    size_t w = static_cast<size_t>(dtype_bytes(t.dtype));
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      const unsigned char* p = p0 + w * static_cast<size_t>(i);
-      if (t.dtype == DType::F32) { float f; std::memcpy(&f, p, 4); t[i] = f; }
-      else if (t.dtype == DType::I32) { int32_t v; std::memcpy(&v, p, 4); t[i] = v; }
-      else t[i] = *p;
-    }
-  }
-  return outs;
+  return io.read_outputs();
 }
 
 // Compiles op's node, runs it on `inputs` (absent optional inputs as nullopt in build_op and
