@@ -1,6 +1,8 @@
 // modelc: the compiler driver, in the manner of gcc.
 //
-//   modelc [options] FILE.model
+//   modelc [options] FILE.model                  check the file
+//   modelc [options] FILE.model -o FILE.plan     compile it into a plan (runtime/plan.h)
+//   modelc --emit=WHAT [-o FILE] FILE.model      print a stage: tokens, ast, ir, grad, fusion, llvm, ptx
 //
 // Diagnostics go to stderr; the requested output to stdout or -o FILE (written to a
 // temporary file and renamed, so a failed run never leaves a half-written file).
@@ -13,10 +15,16 @@
 #include <iostream>
 #include <memory>
 
+#include "compiler/codegen/kernels.h"
+#include "compiler/codegen/object.h"
 #include "compiler/compile.h"
+#include "compiler/compile_program.h"
+#include "compiler/passes/fusion.h"
 #include "compiler/frontend/parser.h"
 #include "compiler/ir/printer.h"
 #include "compiler/ir/verifier.h"
+#include "runtime/error.h"
+#include "runtime/plan.h"
 
 namespace {
 
@@ -49,31 +57,60 @@ bool write_output(const std::string& path, const std::string& text) {
   return true;
 }
 
+// Compiles the Program (with the train step) for --emit=llvm|ptx|plan, with PTX when
+// `ptx_target` is set; `text` receives what llvm and ptx print. Returns the Program, or
+// null when diagnostics were reported.
+std::shared_ptr<modelc::rt::Program> compile(modelc::Compilation& c, const std::string& file, const std::string& emit,
+                                             const std::string& ptx_target, bool fusion, std::string& text,
+                                             std::string& shared_object) {
+  modelc::ProgramOptions po;
+  po.fusion = fusion;
+  po.ptx_target = ptx_target;
+  if (emit == "plan") po.shared_object = &shared_object;
+  if (emit == "llvm") po.llvm_text = &text;
+  auto program = modelc::compile_program(c, file, po);
+  if (program && emit == "ptx") text = program->ptx;
+  return program;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"modelc: compiles .model files (parse, check, lower to the graph IR)", "modelc"};
-  std::string file, emit, output, model, warn;
-  std::vector<std::string> defines;
+  CLI::App app{"modelc: compiles .model files into .plan files (or prints a stage of the compilation)", "modelc"};
+  std::string file, emit, output, model, warn, target = "sm_80";
+  std::vector<std::string> defines, fflags;
   bool check = false, version = false;
   int error_limit = 20;
   app.add_option("file", file, "the .model file to compile");
   app.add_option("--emit", emit,
-                 "what to print: tokens (the lexer's tokens), ast (the syntax tree), ir (the "
+                 "what to produce: tokens (the lexer's tokens), ast (the syntax tree), ir (the "
                  "graph after inlining and shape inference, with the train section), grad (the "
-                 "train step: forward, backward, clipping and the optimizer update in one graph)")
-      ->check(CLI::IsMember({"tokens", "ast", "ir", "grad"}));
-  app.add_option("-o", output, "write the output to FILE instead of stdout")->option_text("FILE");
+                 "train step: forward, backward, clipping and the optimizer update in one graph), "
+                 "fusion (the kernels the train step becomes: each fused group with its nodes, "
+                 "inputs, outputs and source lines; the forward graph without a train section), "
+                 "llvm (the kernels' LLVM IR), ptx (the kernels' PTX for --target), plan (the "
+                 "compiled program for modelrun; needs -o, and is what -o alone writes)")
+      ->check(CLI::IsMember({"tokens", "ast", "ir", "grad", "fusion", "llvm", "ptx", "plan"}));
+  app.add_option("-o", output, "write the output to FILE instead of stdout; without --emit, FILE is a compiled .plan")
+      ->option_text("FILE");
+  CLI::Option* target_opt =
+      app.add_option("--target", target, "the GPU architecture of the PTX: --emit=ptx, and with a plan, PTX in the plan")
+          ->capture_default_str()
+      ->check(CLI::IsMember({"sm_80", "sm_90"}));
   app.add_option("-D", defines, "bind a model dimension or override a top-level constant: -D B=64")
       ->option_text("NAME=VALUE")
       ->allow_extra_args(false);
   app.add_option("--model", model, "which model of the file to compile (default: its only one)");
   app.add_flag("--check", check, "check the file and print only diagnostics");
   app.add_option("-W", warn, "-Werror: treat warnings as errors")->option_text("error");
+  app.add_option("-f", fflags, "-fno-fusion: one kernel per op node (no kernel fusion); -ffusion: the default")
+      ->option_text("no-fusion")
+      ->allow_extra_args(false);
   app.add_option("--error-limit", error_limit, "stop after this many errors (0: no limit)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_flag("--version", version, "print the version and exit");
-  app.footer("With neither --emit nor -o, modelc checks the file (as --check).\n"
+  app.footer("With neither --emit nor -o, modelc checks the file (as --check). `modelc FILE.model -o FILE.plan`\n"
+             "compiles it for this machine's CPU; `modelrun train FILE.plan` runs it (see docs/plan-format.md).\n"
              "Exit status: 0 success, 1 errors in the input, 2 a bad command line, 3 an internal error.");
   try {
     app.parse(argc, argv);
@@ -94,8 +131,25 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "modelc: error: unknown warning option '-W{}' (only -Werror exists)\n", warn);
     return 2;
   }
+  bool fusion = true;
+  for (const std::string& f : fflags) {
+    if (f != "fusion" && f != "no-fusion") {
+      fmt::print(stderr, "modelc: error: unknown option '-f{}' (only -ffusion and -fno-fusion exist)\n", f);
+      return 2;
+    }
+    fusion = f == "fusion";
+  }
   if (check && !emit.empty()) {
     fmt::print(stderr, "modelc: error: --check and --emit exclude each other\n");
+    return 2;
+  }
+  if (check && !output.empty()) {
+    fmt::print(stderr, "modelc: error: --check and -o exclude each other\n");
+    return 2;
+  }
+  if (emit.empty() && !output.empty()) emit = "plan";
+  if (emit == "plan" && (output.empty() || output == "-")) {
+    fmt::print(stderr, "modelc: error: --emit=plan needs -o FILE.plan (a plan is a binary file, not for stdout)\n");
     return 2;
   }
   modelc::CompileOptions opts;
@@ -112,13 +166,20 @@ int main(int argc, char** argv) {
   }
 
   modelc::Compilation c(opts);
-  std::string text;
+  std::string text, shared_object;
+  std::shared_ptr<modelc::rt::Program> program;
   bool ok = false;
   try {
     if (emit == "tokens") {
       uint32_t id = c.read(file);
       if (id) text = modelc::dump_tokens(id, c.sources());
       ok = id != 0;
+    } else if (emit == "llvm" || emit == "ptx" || emit == "plan") {
+      // A plan holds PTX when --target asks for it: PTX needs the CUDA toolkit (libdevice
+      // for the math functions), which a machine that trains on its CPU may lack.
+      const bool ptx = emit == "ptx" || target_opt->count() > 0;
+      program = compile(c, file, emit, ptx ? target : "", fusion, text, shared_object);
+      ok = program != nullptr;
     } else if (c.load(file)) {
       if (emit == "ast") {
         text = modelc::ast::print_module(c.main_module(), c.sources());
@@ -142,22 +203,53 @@ int main(int argc, char** argv) {
           ok = step != nullptr;
           if (ok) text = modelc::print_graph(*step, &c.sources());
         }
+        if (ok && emit == "fusion") {
+          std::unique_ptr<modelc::Graph> step = r.train ? c.train_step(r) : nullptr;
+          ok = !r.train || step != nullptr;
+          const modelc::Graph& g = step ? *step : *r.graph;
+          modelc::FusionOptions fo;
+          fo.enabled = fusion;
+          fo.can_emit = [](const modelc::Graph& gr, modelc::NodeId id) { return modelc::KernelCompiler::handles(gr, id); };
+          if (ok) text = modelc::print_fusion(g, modelc::plan_fusion(g, fo), [&c](modelc::SourceLoc l) { return c.sources().describe(l); });
+        }
       }
     }
+    if (ok && program && emit == "plan") {
+      try {
+        modelc::rt::check_program(*program);
+      } catch (const modelc::rt::RuntimeError& e) {
+        throw modelc::InternalError(std::string("the compiled program is inconsistent: ") + e.what());
+      }
+    }
+  } catch (const modelc::UserError& e) {
+    std::cerr << c.diags().render();
+    fmt::print(stderr, "modelc: error: {}\n", e.what());
+    return 1;
   } catch (const modelc::InternalError& e) {
     std::cerr << c.diags().render();
     fmt::print(stderr, "modelc: {}\n(this is a bug in modelc; please report it with the input file)\n", e.what());
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << c.diags().render();
+    fmt::print(stderr, "modelc: internal error: {}\n(this is a bug in modelc; please report it with the input file)\n",
+               e.what());
     return 3;
   }
   std::cerr << c.diags().render();
   ok = ok && !c.diags().has_errors();
   if (!ok) return 1;
-  if (!emit.empty() || !output.empty()) {
-    if (emit.empty()) {
-      fmt::print(stderr, "modelc: error: -o needs --emit (writing .plan files comes with code generation)\n");
-      return 2;
+  if (emit == "plan") {
+    try {
+      modelc::rt::write_plan(*program, shared_object, output, modelc::host_target());
+    } catch (const modelc::rt::RuntimeError& e) {
+      fmt::print(stderr, "modelc: error: {}\n", e.what());
+      return 1;
+    } catch (const modelc::InternalError& e) {
+      fmt::print(stderr, "modelc: {}\n(this is a bug in modelc; please report it with the input file)\n", e.what());
+      return 3;
     }
-    if (!write_output(output, text)) return 1;
+    return 0;
   }
+  if (!emit.empty() && !write_output(output, text)) return 1;
   return 0;
 }

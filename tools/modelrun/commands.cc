@@ -11,8 +11,10 @@
 #include "runtime/checkpoint.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/loader.h"
+#include "runtime/plan.h"
 #include "runtime/session.h"
 #include "tools/modelrun/progress.h"
+#include "tools/modelrun/fusion_bench.h"
 
 namespace modelrun {
 
@@ -24,14 +26,23 @@ namespace {
 // An error already explained to the user (diagnostics printed): exit status 1.
 struct Reported {};
 
+// A command line that makes no sense (an option that does not apply): exit status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 struct Loaded {
   std::shared_ptr<rt::Program> program;
-  std::string base_dir;  // the .model file's directory: data paths are relative to it
+  std::string base_dir;  // the .model or .plan file's directory: data paths are relative to it
   std::string features, labels;          // the model's two inputs the data feeds, in order
   std::vector<int64_t> example_shape;    // of one example of `features`
 };
 
-Loaded compile(const CommonOptions& c, bool train) {
+// A .plan file (its suffix, or the plan magic whatever the suffix) is loaded as compiled;
+// anything else is compiled from source.
+bool is_plan(const std::string& file) { return fs::path(file).extension() == ".plan" || rt::is_plan_file(file); }
+
+std::shared_ptr<rt::Program> compile_model(const CommonOptions& c, bool train) {
   CompileOptions opts;
   opts.model = c.model;
   for (const std::string& d : c.defines) {
@@ -41,12 +52,27 @@ Loaded compile(const CommonOptions& c, bool train) {
     opts.defines.emplace_back(d.substr(0, eq), d.substr(eq + 1));
   }
   Compilation comp(opts);
-  Loaded l;
   ProgramOptions po;
   po.train = train;
-  l.program = compile_program(comp, c.file, po);
+  auto program = compile_program(comp, c.file, po);
   std::cerr << comp.diags().render();
-  if (!l.program) throw Reported{};
+  if (!program) throw Reported{};
+  return program;
+}
+
+Loaded compile(const CommonOptions& c, bool train) {
+  Loaded l;
+  if (is_plan(c.file)) {
+    if (!c.defines.empty())
+      throw UsageError(fmt::format("-D does not apply to {}: a .plan is already compiled (bind dimensions when "
+                                   "compiling it: modelc -D NAME=VALUE FILE.model -o FILE.plan)", c.file));
+    if (!c.model.empty())
+      throw UsageError(fmt::format("--model does not apply to {}: a .plan holds one compiled model (choose it "
+                                   "when compiling: modelc --model NAME FILE.model -o FILE.plan)", c.file));
+    l.program = rt::read_plan(c.file);
+  } else {
+    l.program = compile_model(c, train);
+  }
   fs::path dir = fs::path(c.file).parent_path();
   l.base_dir = dir.empty() ? fs::path(".").string() : dir.string();
 
@@ -181,6 +207,9 @@ int guarded(const std::function<int()>& body) {
     return body();
   } catch (const Reported&) {
     return 1;
+  } catch (const UsageError& e) {
+    std::cerr << "modelrun: error: " << e.what() << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "modelrun: error: " << e.what() << "\n";
     return 1;
@@ -348,6 +377,7 @@ int run_eval(const EvalOptions& o) {
 }
 
 int run_bench(const BenchOptions& o) {
+  if (o.compare_fusion) return run_fusion_bench(o);
   return guarded([&] {
     Loaded l = compile(o.common, true);
     rt::TrainSettings& t = l.program->train;

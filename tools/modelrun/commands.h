@@ -40,6 +40,9 @@ struct EvalOptions {
 struct BenchOptions {
   CommonOptions common;
   int64_t steps = 20, warmup = 3;
+  bool compare_fusion = false;         // --compare-fusion (tools/modelrun/fusion_bench.h)
+  std::vector<std::string> more_files; // --compare-fusion: FILEs after the first
+  std::string torch_json;              // --compare-fusion --torch-json FILE
 };
 
 // Each returns the process exit status; errors are printed as "modelrun: error: ...".

@@ -1,8 +1,10 @@
-// modelrun: trains, evaluates and benchmarks a .model file on the CPU.
+// modelrun: trains, evaluates and benchmarks a .model file, or a .plan file compiled by
+// modelc (runtime/plan.h), on the CPU.
 //
 //   modelrun train FILE.model [--epochs N | --steps N] [--batch N] [--lr X] [--seed N] ...
 //   modelrun eval  FILE.model --checkpoint CKPT
 //   modelrun bench FILE.model [--steps N] [--batch N] [--threads N]
+//   modelrun bench --compare-fusion FILE.model|DIR... [--steps N] [--torch-json FILE]
 //
 // Exit status: 0 success, 1 an error in the model, its data or a checkpoint, 2 bad usage.
 #include <CLI/CLI.hpp>
@@ -13,11 +15,16 @@
 namespace {
 
 void add_common(CLI::App* app, modelrun::CommonOptions& c) {
-  app->add_option("file", c.file, "the .model file")->required();
-  app->add_option("--model", c.model, "which model of the file (default: its only one)");
-  app->add_option("-D", c.defines, "bind a dimension of the model: -D NAME=VALUE")->allow_extra_args(false);
+  app->add_option("file", c.file,
+                  "the .model file, or a .plan file compiled by modelc (FILE.plan, or any file that starts with the "
+                  "plan magic)")
+      ->required();
+  app->add_option("--model", c.model, "which model of the file (default: its only one; .model files only)");
+  app->add_option("-D", c.defines, "bind a dimension of the model: -D NAME=VALUE (.model files only)")
+      ->allow_extra_args(false);
   app->add_option("--data", c.data,
-                  "override the train section's data: a path (its first file argument) or NAME=VALUE")
+                  "override the train section's data: a path (its first file argument) or NAME=VALUE; without it, "
+                  "relative data paths resolve against the .model or .plan file's directory")
       ->allow_extra_args(false);
   app->add_option("--batch", c.batch, "examples per step (default: the train section's batch)");
   app->add_option("--seed", c.seed, "the run's seed: initialisation, shuffling, dropout");
@@ -58,6 +65,16 @@ int main(int argc, char** argv) {
   add_common(bench, b.common);
   bench->add_option("--steps", b.steps, "timed steps")->check(CLI::PositiveNumber);
   bench->add_option("--warmup", b.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  auto* compare = bench->add_flag(
+      "--compare-fusion", b.compare_fusion,
+      "compile each model with kernel fusion on and off and run both on the same random batches: time per step, "
+      "kernels, bytes moved, GB/s against a measured triad, speedup and the largest difference (FILE may be repeated "
+      "or be a directory of .model files; --data does not apply)");
+  bench->add_option("files", b.more_files, "--compare-fusion: more .model files or directories")->needs(compare);
+  bench->add_option("--torch-json", b.torch_json,
+                    "--compare-fusion: add PyTorch eager and torch.compile columns from "
+                    "tools/torch_fusion_bench.py --json FILE")
+      ->needs(compare);
 
   try {
     app.parse(argc, argv);
