@@ -178,19 +178,7 @@ llvm::AllocaInst* KernelBuilder::var(llvm::Type* t, llvm::Value* init) {
 }
 
 void KernelBuilder::loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body) {
-  llvm::AllocaInst* k = var(i64(), c64(0));
-  auto* head = llvm::BasicBlock::Create(ctx, "loop", fn);
-  auto* inner = llvm::BasicBlock::Create(ctx, "body", fn);
-  auto* exit = llvm::BasicBlock::Create(ctx, "done", fn);
-  b.CreateBr(head);
-  b.SetInsertPoint(head);
-  llvm::Value* kv = b.CreateLoad(i64(), k);
-  b.CreateCondBr(b.CreateICmpSLT(kv, n), inner, exit);
-  b.SetInsertPoint(inner);
-  body(kv);
-  b.CreateStore(b.CreateAdd(kv, c64(1), "", true, true), k);
-  b.CreateBr(head);
-  b.SetInsertPoint(exit);
+  strided_loop(c64(0), n, c64(1), body);
 }
 
 std::vector<llvm::Value*> KernelBuilder::reduce_loop(const std::vector<llvm::Value*>& extents,

@@ -82,9 +82,8 @@ KernelCompiler::Impl::Impl(SymbolTable& s, bool gpu)
   if (gpu) gpu_module = new_gpu_module(*tsc.getContext());
 }
 
-llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const std::string& name) {
-  llvm::LLVMContext& ctx = m.getContext();
-  llvm::IRBuilder<> b(ctx);
+llvm::Function* declare_kernel_entry(llvm::Module& m, const std::string& name) {
+  llvm::IRBuilder<> b(m.getContext());
   llvm::Type* ptr = b.getPtrTy();
   auto* ty = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, b.getInt64Ty(), b.getInt64Ty()}, false);
   auto* f = llvm::Function::Create(ty, llvm::Function::ExternalLinkage, name, m);
@@ -94,11 +93,16 @@ llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const s
     f->addParamAttr(a, llvm::Attribute::ReadOnly);
     f->addParamAttr(a, llvm::Attribute::NoCapture);
   }
+  const char* names[] = {"buffers", "sizes", "begin", "end"};
+  for (unsigned a = 0; a < 4; ++a) f->getArg(a)->setName(names[a]);
+  return f;
+}
+
+llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const std::string& name) {
+  llvm::LLVMContext& ctx = m.getContext();
+  llvm::IRBuilder<> b(ctx);
+  llvm::Function* f = declare_kernel_entry(m, name);
   llvm::Value *buffers = f->getArg(0), *sizes = f->getArg(1), *begin = f->getArg(2), *end = f->getArg(3);
-  buffers->setName("buffers");
-  sizes->setName("sizes");
-  begin->setName("begin");
-  end->setName("end");
   auto* entry = llvm::BasicBlock::Create(ctx, "entry", f);
   auto* loop = llvm::BasicBlock::Create(ctx, "loop", f);
   auto* exit = llvm::BasicBlock::Create(ctx, "exit", f);

@@ -39,6 +39,10 @@ struct KernelCompiler::Impl {
 // (x86 hosts only).
 void optimize_module(llvm::Module& m, llvm::TargetMachine* tm, bool libmvec, bool vectorize = true);
 
+// Declares `void name(ptr buffers, ptr sizes, i64 begin, i64 end)` (nounwind; the two
+// tables noalias, readonly, nocapture), the entry point of a kernel on either target.
+llvm::Function* declare_kernel_entry(llvm::Module& m, const std::string& name);
+
 // Builds the body's loop wrapper `void name(ptr buffers, ptr sizes, i64 begin, i64 end)`.
 llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const std::string& name);
 

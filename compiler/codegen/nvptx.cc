@@ -121,20 +121,9 @@ llvm::Function* emit_gpu_kernel(llvm::Module& m, llvm::Function* body, const std
                                 const std::vector<bool>& direct) {
   llvm::LLVMContext& ctx = m.getContext();
   llvm::IRBuilder<> b(ctx);
+  llvm::Function* f = declare_kernel_entry(m, name);
   llvm::Type* ptr = b.getPtrTy();
-  auto* ty = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, b.getInt64Ty(), b.getInt64Ty()}, false);
-  auto* f = llvm::Function::Create(ty, llvm::Function::ExternalLinkage, name, m);
-  f->addFnAttr(llvm::Attribute::NoUnwind);
-  for (unsigned a : {0u, 1u}) {
-    f->addParamAttr(a, llvm::Attribute::NoAlias);
-    f->addParamAttr(a, llvm::Attribute::ReadOnly);
-    f->addParamAttr(a, llvm::Attribute::NoCapture);
-  }
   llvm::Value *buffers = f->getArg(0), *sizes = f->getArg(1), *begin = f->getArg(2), *end = f->getArg(3);
-  buffers->setName("buffers");
-  sizes->setName("sizes");
-  begin->setName("begin");
-  end->setName("end");
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", f));
   auto call = [&](llvm::Value* i) { b.CreateCall(body, {i, buffers, sizes}); };
   llvm::Value* block = b.getInt64(shape.block);
