@@ -114,18 +114,31 @@ inline std::vector<RefTensor> run_kernel(const Compiled& c, const Node& n, const
   return io.read_outputs();
 }
 
+// The reference run of op's graph on `inputs` (in input order), and the node's inputs as the
+// reference computed them (nullptr for an absent optional input), for a kernel to read.
+struct OpReference {
+  InterpResult result;
+  std::vector<const RefTensor*> inputs;  // point into result.values
+};
+inline OpReference op_reference(const OneOp& o, const std::vector<RefTensor>& inputs, const InterpOptions& opts) {
+  std::map<std::string, RefTensor> feeds;
+  size_t k = 0;
+  for (NodeId id : o.g.inputs) feeds[o.g.node(id).name] = inputs.at(k++);
+  OpReference r{interpret(o.g, feeds, opts), {}};
+  for (const Value& v : o.g.node(o.node).inputs)
+    r.inputs.push_back(v.valid() ? &r.result.values.at(v.node).at(v.index) : nullptr);
+  return r;
+}
+
 // Compiles op's node, runs it on `inputs` (absent optional inputs as nullopt in build_op and
 // skipped here, as run_op does) and compares with the reference within `tol` (relative,
 // expect_near's). Returns the kernel's output.
 inline RefTensor check_op(const OneOp& o, const std::vector<RefTensor>& inputs, double tol,
                           const InterpOptions& opts = {}, const std::string& what = "") {
-  std::map<std::string, RefTensor> feeds;
-  size_t k = 0;
-  for (NodeId id : o.g.inputs) feeds[o.g.node(id).name] = inputs.at(k++);
-  InterpResult ref = interpret(o.g, feeds, opts);
+  OpReference r = op_reference(o, inputs, opts);
+  const InterpResult& ref = r.result;
+  const std::vector<const RefTensor*>& ins = r.inputs;
   const Node& n = o.g.node(o.node);
-  std::vector<const RefTensor*> ins;
-  for (const Value& v : n.inputs) ins.push_back(v.valid() ? &ref.values.at(v.node).at(v.index) : nullptr);
   auto c = compile_node(o.g, o.node);
   RefTensor got = run_kernel(*c, n, ins, ref.dims, opts.seed, opts.step).at(0);
   const RefTensor& want = ref.outputs.at("out0");

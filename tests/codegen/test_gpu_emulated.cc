@@ -60,13 +60,10 @@ GpuRun run_gpu(const std::function<EmittedKernel(KernelCompiler&)>& emit, const 
 // check_op for the GPU flavour: op's node against the reference.
 GpuRun check_gpu_op(const OneOp& o, const std::vector<RefTensor>& inputs, double tol, const InterpOptions& opts = {},
                     size_t misalign = 0) {
-  std::map<std::string, RefTensor> feeds;
-  size_t k = 0;
-  for (NodeId id : o.g.inputs) feeds[o.g.node(id).name] = inputs.at(k++);
-  InterpResult ref = interpret(o.g, feeds, opts);
+  OpReference rr = op_reference(o, inputs, opts);
+  const InterpResult& ref = rr.result;
+  const std::vector<const RefTensor*>& ins = rr.inputs;
   const Node& n = o.g.node(o.node);
-  std::vector<const RefTensor*> ins;
-  for (const Value& v : n.inputs) ins.push_back(v.valid() ? &ref.values.at(v.node).at(v.index) : nullptr);
   EmitOptions eo;
   GpuRun r = run_gpu([&](KernelCompiler& kc) { return kc.emit(o.g, o.node, eo); }, ins, n.outputs, ref.dims, opts, misalign);
   std::string label = fmt::format("gpu {} ({} block {}) out {}", op_name(n.op),
