@@ -37,7 +37,9 @@ KernelBuilder::KernelBuilder(llvm::Module& m, SymbolTable& syms, const std::stri
                              GpuShape shape)
     : ctx(m.getContext()), module(m), symbols(syms), b(m.getContext()), target(t), gpu(shape) {
   llvm::Type* ptr = b.getPtrTy();
-  auto* ty = llvm::FunctionType::get(b.getVoidTy(), {b.getInt64Ty(), ptr, ptr}, false);
+  std::vector<llvm::Type*> params{b.getInt64Ty(), ptr, ptr};
+  if (t == KernelTarget::Host) params.insert(params.end(), {b.getInt64Ty(), b.getInt64Ty()});  // row, col
+  auto* ty = llvm::FunctionType::get(b.getVoidTy(), params, false);
   fn = llvm::Function::Create(ty, llvm::Function::InternalLinkage, body_name, m);
   fn->addFnAttr(llvm::Attribute::AlwaysInline);
   fn->addFnAttr(llvm::Attribute::NoUnwind);
@@ -52,6 +54,12 @@ KernelBuilder::KernelBuilder(llvm::Module& m, SymbolTable& syms, const std::stri
   buffers_->setName("buffers");
   sizes_arg_ = fn->getArg(2);
   sizes_arg_->setName("sizes");
+  if (t == KernelTarget::Host) {
+    row_ = fn->getArg(3);
+    row_->setName("row");
+    col_ = fn->getArg(4);
+    col_->setName("col");
+  }
   auto* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
   b.SetInsertPoint(entry);
   // Allocas go before this marker, so that they all sit at the top of the entry block.
@@ -175,6 +183,29 @@ llvm::AllocaInst* KernelBuilder::var(llvm::Type* t, llvm::Value* init) {
   llvm::AllocaInst* a = eb.CreateAlloca(t);
   b.CreateStore(init, a);
   return a;
+}
+
+void KernelBuilder::split_index(const Dim& n) {
+  if (target != KernelTarget::Host) throw InternalError("kernel compiler: split_index() on a GPU body");
+  split_size_ = size(n);
+}
+
+std::optional<KernelBuilder::Split> KernelBuilder::split() const {
+  if (!split_size_) return std::nullopt;
+  if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(split_size_)) return Split{c->getSExtValue(), 0};
+  for (size_t k = 0; k < size_values_.size(); ++k)
+    if (size_values_[k] == split_size_) return Split{0, k};
+  throw InternalError("kernel compiler: the split size is not in the size table");
+}
+
+llvm::Value* KernelBuilder::div(llvm::Value* a, llvm::Value* d) {
+  if (split_size_ && a == index && d == split_size_) return row_;
+  return b.CreateUDiv(a, d);
+}
+
+llvm::Value* KernelBuilder::rem(llvm::Value* a, llvm::Value* d) {
+  if (split_size_ && a == index && d == split_size_) return col_;
+  return b.CreateURem(a, d);
 }
 
 void KernelBuilder::loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body) {

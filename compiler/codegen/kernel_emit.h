@@ -3,6 +3,10 @@
 //
 // A body is `void body(i64 i, ptr buffers, ptr sizes)`: it processes work item i, reading
 // buffer pointers from `buffers` and run-time sizes from `sizes` (the kernel's size table).
+// A host body takes two more arguments, `i64 row, i64 col`: when the builder splits the
+// index (split_index), the host wrapper runs a two-level loop and passes i = row * n + col,
+// so that the body's `i / n` and `i % n` are row and col (broadcast reads become affine in
+// the inner loop, which then vectorizes).
 // The op emitters are target-neutral: they build bodies through this class, and the few
 // things that depend on the target are its primitives (reduce_loop, parallel_loop,
 // single). Every group is emitted twice from the same emitter code:
@@ -17,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,9 +113,19 @@ class KernelBuilder {
   void seed_sizes(const std::vector<rt::SizeExpr>& table);
   // Per buffer: read or written at the work item's own index somewhere (offset == index).
   const std::vector<bool>& direct_buffers() const { return direct_; }
-  // Unsigned-style division helpers on non-negative i64 (sizes and indices).
-  llvm::Value* div(llvm::Value* a, llvm::Value* d) { return b.CreateUDiv(a, d); }
-  llvm::Value* rem(llvm::Value* a, llvm::Value* d) { return b.CreateURem(a, d); }
+  // Unsigned-style division helpers on non-negative i64 (sizes and indices). With the
+  // index split by n, index / n and index % n are the host body's row and col arguments.
+  llvm::Value* div(llvm::Value* a, llvm::Value* d);
+  llvm::Value* rem(llvm::Value* a, llvm::Value* d);
+  // Host only: the wrapper will loop over rows of n work items (n > 0 at run time, or the
+  // extent is 0) and columns inside. Call before the body divides the index.
+  void split_index(const Dim& n);
+  // The split's size: a constant, or a slot of the size table (std::nullopt: no split).
+  struct Split {
+    int64_t constant = 0;  // > 0: n is this constant
+    size_t slot = 0;       // else: n is sizes[slot]
+  };
+  std::optional<Split> split() const;
   void finish();  // ret void
   // True when `v` may be used at the insertion point: not an instruction, or defined in
   // the current block or the entry block (a conservative dominance test for memoising).
@@ -123,6 +138,8 @@ class KernelBuilder {
   llvm::Instruction* alloca_point_ = nullptr;
   std::vector<bool> direct_;
   int coop_depth_ = 0;
+  llvm::Value* split_size_ = nullptr;  // the split's n, as size() gives it
+  llvm::Value *row_ = nullptr, *col_ = nullptr;
   llvm::Value* invariant_load(llvm::Type* t, llvm::Value* base, size_t k, const char* name);
   llvm::Value* element_ptr(llvm::Type* et, size_t buf, llvm::Value* offset);
   // gpu_primitives.cc: the block-cooperative forms.
@@ -146,6 +163,10 @@ using Reader = std::function<llvm::Value*(size_t input, llvm::Value* offset)>;
 // Elementwise ops (the scalar definitions with numpy broadcasting of their inputs, cast,
 // dropout, causal_mask, one_hot): element `off` of the node's output.
 llvm::Value* elementwise_value(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* off, const Reader& read);
+// The n by which an elementwise node's value divides the work item's index (i / n, i % n:
+// a broadcast operand's innermost group, causal_mask's key axis); none when it reads
+// every input at the index itself.
+std::optional<Dim> index_divisor(const Graph& g, const Node& n);
 // sum / mean / max / cross_entropy: output element `out`, one loop (nest) over the reduced
 // elements.
 llvm::Value* reduction_value(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* out, const Reader& read);

@@ -98,23 +98,64 @@ llvm::Function* declare_kernel_entry(llvm::Module& m, const std::string& name) {
   return f;
 }
 
-llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const std::string& name) {
+llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const std::string& name,
+                                  std::optional<KernelBuilder::Split> split) {
   llvm::LLVMContext& ctx = m.getContext();
   llvm::IRBuilder<> b(ctx);
   llvm::Function* f = declare_kernel_entry(m, name);
   llvm::Value *buffers = f->getArg(0), *sizes = f->getArg(1), *begin = f->getArg(2), *end = f->getArg(3);
+  llvm::Type* i64 = b.getInt64Ty();
   auto* entry = llvm::BasicBlock::Create(ctx, "entry", f);
-  auto* loop = llvm::BasicBlock::Create(ctx, "loop", f);
   auto* exit = llvm::BasicBlock::Create(ctx, "exit", f);
   b.SetInsertPoint(entry);
-  b.CreateCondBr(b.CreateICmpSLT(begin, end), loop, exit);
-  b.SetInsertPoint(loop);
-  llvm::PHINode* i = b.CreatePHI(b.getInt64Ty(), 2, "i");
-  i->addIncoming(begin, entry);
-  b.CreateCall(body, {i, buffers, sizes});
-  llvm::Value* next = b.CreateAdd(i, b.getInt64(1), "", true, true);
-  i->addIncoming(next, loop);
-  b.CreateCondBr(b.CreateICmpSLT(next, end), loop, exit);
+  if (!split) {
+    // for (i = begin; i < end; ++i) body(i)
+    auto* loop = llvm::BasicBlock::Create(ctx, "loop", f, exit);
+    b.CreateCondBr(b.CreateICmpSLT(begin, end), loop, exit);
+    b.SetInsertPoint(loop);
+    llvm::PHINode* i = b.CreatePHI(i64, 2, "i");
+    i->addIncoming(begin, entry);
+    llvm::Value* zero = b.getInt64(0);
+    b.CreateCall(body, {i, buffers, sizes, zero, zero});
+    llvm::Value* next = b.CreateAdd(i, b.getInt64(1), "", true, true);
+    i->addIncoming(next, loop);
+    b.CreateCondBr(b.CreateICmpSLT(next, end), loop, exit);
+  } else {
+    // Rows of n work items from begin's row: for each, the columns [c0, min(n, end - base))
+    // (c0 is begin's column in the first row, then 0), with i = base + col.
+    auto* start = llvm::BasicBlock::Create(ctx, "start", f, exit);
+    auto* rows = llvm::BasicBlock::Create(ctx, "rows", f, exit);
+    auto* cols = llvm::BasicBlock::Create(ctx, "cols", f, exit);
+    auto* next_row = llvm::BasicBlock::Create(ctx, "next_row", f, exit);
+    b.CreateCondBr(b.CreateICmpSLT(begin, end), start, exit);  // an empty range never divides by n
+    b.SetInsertPoint(start);
+    llvm::Value* n = b.getInt64(static_cast<uint64_t>(split->constant));
+    if (split->constant <= 0) n = b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, sizes, split->slot), "n");
+    llvm::Value* r0 = b.CreateUDiv(begin, n, "r0");
+    llvm::Value* c0 = b.CreateSub(begin, b.CreateMul(r0, n), "c0");
+    b.CreateBr(rows);
+    b.SetInsertPoint(rows);
+    llvm::PHINode* row = b.CreatePHI(i64, 2, "row");
+    llvm::PHINode* first = b.CreatePHI(i64, 2, "first");
+    row->addIncoming(r0, start);
+    first->addIncoming(c0, start);
+    llvm::Value* base = b.CreateMul(row, n, "base", true, true);
+    llvm::Value* left = b.CreateSub(end, base);
+    llvm::Value* last = b.CreateSelect(b.CreateICmpSLT(left, n), left, n, "last");
+    b.CreateBr(cols);
+    b.SetInsertPoint(cols);
+    llvm::PHINode* col = b.CreatePHI(i64, 2, "col");
+    col->addIncoming(first, rows);
+    b.CreateCall(body, {b.CreateAdd(base, col, "i", true, true), buffers, sizes, row, col});
+    llvm::Value* col_next = b.CreateAdd(col, b.getInt64(1), "", true, true);
+    col->addIncoming(col_next, cols);
+    b.CreateCondBr(b.CreateICmpSLT(col_next, last), cols, next_row);
+    b.SetInsertPoint(next_row);
+    llvm::Value* row_next = b.CreateAdd(row, b.getInt64(1), "", true, true);
+    row->addIncoming(row_next, next_row);
+    first->addIncoming(b.getInt64(0), next_row);
+    b.CreateCondBr(b.CreateICmpSLT(b.CreateAdd(base, n, "", true, true), end), rows, exit);
+  }
   b.SetInsertPoint(exit);
   b.CreateRetVoid();
   return f;

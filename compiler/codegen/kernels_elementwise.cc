@@ -14,24 +14,25 @@ namespace modelc {
 namespace {
 
 
-// The flat offset of every input's element for output element `index` under numpy broadcasting.
-// Output dims of extent 1 are dropped and neighbouring dims that every input treats alike
-// (varying or broadcast) are merged, so [B,784] + [784] indexes the bias with i % 784.
-std::vector<llvm::Value*> broadcast_offsets(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* index) {
-  const Shape& os = n.outputs[0].shape;
-  const size_t nin = n.inputs.size();
-  std::vector<llvm::Value*> offs(nin, index);
-  std::vector<const Shape*> ins;
-  bool all_same = true;
-  for (size_t k = 0; k < nin; ++k) {
-    ins.push_back(&g.type(n.inputs[k]).shape);
-    all_same = all_same && *ins.back() == os;
-  }
-  if (all_same) return offs;
-
-  // Groups of merged output dims: extent and, per input, whether it varies along them.
+// The broadcasting of a node's inputs over its output: output dims of extent 1 dropped,
+// neighbouring dims that every input treats alike (varying or broadcast) merged, so
+// [B,784] + [784] has groups [B] (the bias is broadcast) and [784] (both vary).
+struct BroadcastGroups {
+  bool all_same = true;  // every input has the output's shape: no index arithmetic
   std::vector<Dim> extent;
   std::vector<std::vector<bool>> varies;  // [group][input]
+};
+
+BroadcastGroups broadcast_groups(const Graph& g, const Node& n) {
+  BroadcastGroups r;
+  const Shape& os = n.outputs[0].shape;
+  const size_t nin = n.inputs.size();
+  std::vector<const Shape*> ins;
+  for (size_t k = 0; k < nin; ++k) {
+    ins.push_back(&g.type(n.inputs[k]).shape);
+    r.all_same = r.all_same && *ins.back() == os;
+  }
+  if (r.all_same) return r;
   for (size_t d = 0; d < os.size(); ++d) {
     if (os[d] == Dim(1)) continue;
     std::vector<bool> col(nin);
@@ -39,31 +40,41 @@ std::vector<llvm::Value*> broadcast_offsets(KernelBuilder& kb, const Graph& g, c
       size_t lead = os.size() - ins[k]->size();
       col[k] = d >= lead && (*ins[k])[d - lead] != Dim(1);
     }
-    if (!varies.empty() && varies.back() == col) {
-      extent.back() = extent.back() * os[d];
+    if (!r.varies.empty() && r.varies.back() == col) {
+      r.extent.back() = r.extent.back() * os[d];
     } else {
-      extent.push_back(os[d]);
-      varies.push_back(col);
+      r.extent.push_back(os[d]);
+      r.varies.push_back(col);
     }
   }
-  const size_t ng = extent.size();
+  return r;
+}
+
+// The flat offset of every input's element for output element `index` under numpy
+// broadcasting (an input that varies along every group is read at `index` itself).
+std::vector<llvm::Value*> broadcast_offsets(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* index) {
+  const size_t nin = n.inputs.size();
+  std::vector<llvm::Value*> offs(nin, index);
+  const BroadcastGroups bg = broadcast_groups(g, n);
+  if (bg.all_same) return offs;
+  const size_t ng = bg.extent.size();
   // Coordinates of i over the groups (the first group takes what remains).
   std::vector<llvm::Value*> coord(ng);
   llvm::Value* rest = index;
   for (size_t j = ng; j-- > 0;) {
     if (j == 0) { coord[j] = rest; break; }
-    llvm::Value* m = kb.size(extent[j]);
+    llvm::Value* m = kb.size(bg.extent[j]);
     coord[j] = kb.rem(rest, m);
     rest = kb.div(rest, m);
   }
   for (size_t k = 0; k < nin; ++k) {
-    if (*ins[k] == os) continue;
+    if (g.type(n.inputs[k]).shape == n.outputs[0].shape) continue;
     llvm::Value* off = kb.c64(0);
     Dim stride = 1;
     for (size_t j = ng; j-- > 0;) {
-      if (!varies[j][k]) continue;
+      if (!bg.varies[j][k]) continue;
       off = kb.b.CreateAdd(off, kb.b.CreateMul(coord[j], kb.size(stride)));
-      stride = stride * extent[j];
+      stride = stride * bg.extent[j];
     }
     offs[k] = off;
   }
@@ -117,6 +128,14 @@ llvm::Value* emit_dropout(KernelBuilder& kb, const Node& n, llvm::Value* index, 
 }
 
 }  // namespace
+
+std::optional<Dim> index_divisor(const Graph& g, const Node& n) {
+  if (n.op == OpKind::CausalMask) return n.outputs[0].shape.back();  // the key index is i % Tk
+  if (!op_info(n.op).scalar || n.inputs.size() < 2) return std::nullopt;
+  BroadcastGroups bg = broadcast_groups(g, n);
+  if (bg.all_same || bg.extent.size() < 2) return std::nullopt;
+  return bg.extent.back();
+}
 
 llvm::Value* elementwise_value(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* i, const Reader& read) {
   const TensorType& out = n.outputs.at(0);

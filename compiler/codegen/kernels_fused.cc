@@ -14,6 +14,7 @@
 // Each group is emitted twice from this same code: the host flavour into the host module,
 // and, when GPU code is wanted, the GPU flavour into the GPU module (kernel_emit.h), with
 // its launch shape chosen per group (choose_gpu_shape) and the same size table.
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -47,6 +48,7 @@ class GroupEmitter {
       kb_.grain = std::max<int64_t>(1, 16384 / estimate({row_length(g_, a)}));
       return kb_.symbols.size(row_lanes(g_, a));
     }
+    if (grp_.kind == FusionGroup::Kind::Loop && kb_.target == KernelTarget::Host) split();
     store_outputs(kb_.index);
     if (grp_.anchor != kNoNode) kb_.grain = std::max<int64_t>(1, 16384 / estimate({reduced_count(g_, g_.node(grp_.anchor))}));
     else kb_.grain = 4096;
@@ -56,6 +58,28 @@ class GroupEmitter {
  private:
   using Key = std::pair<NodeId, uint32_t>;
   static Key key(const Value& v) { return {v.node, v.index}; }
+
+  // A loop group whose members read a broadcast operand at i % n runs rows of n work items
+  // with the columns inside (KernelBuilder::split_index): the reads become affine in the
+  // inner loop, which the vectorizer then takes (with i % n it prices them as gathers and
+  // keeps the loop scalar). The n most members divide by wins; a small constant n (a few
+  // classes) is not worth a loop of its own.
+  void split() {
+    const Shape& shape = g_.type(Value{grp_.root, 0}).shape;
+    std::vector<std::pair<Dim, int>> votes;
+    for (NodeId id : grp_.nodes) {
+      const Node& n = g_.node(id);
+      if (n.outputs.size() != 1 || n.outputs[0].shape != shape) continue;
+      std::optional<Dim> d = index_divisor(g_, n);
+      if (!d || (d->is_const() && d->const_value() < 16)) continue;
+      auto it = std::find_if(votes.begin(), votes.end(), [&](const auto& v) { return v.first == *d; });
+      if (it == votes.end()) votes.emplace_back(*d, 1);
+      else ++it->second;
+    }
+    if (votes.empty()) return;
+    auto best = std::max_element(votes.begin(), votes.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    kb_.split_index(best->first);
+  }
 
   // Evaluates every output (every thread of a cooperating block takes part in the
   // reduction), then stores them once.
@@ -151,7 +175,7 @@ EmittedKernel KernelCompiler::emit_group(const Graph& g, const FusionGroup& grp,
   kb.training = options.training;
   rt::SizeExpr extent = GroupEmitter(kb, g, grp).emit();
   kb.finish();
-  llvm::Function* host = emit_host_wrapper(*im.module, kb.fn, name);
+  llvm::Function* host = emit_host_wrapper(*im.module, kb.fn, name, kb.split());
   verify(name, kb.fn, host);
   Impl::Kernel k;
   k.name = name;

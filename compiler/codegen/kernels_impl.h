@@ -24,7 +24,7 @@ struct KernelCompiler::Impl {
   std::unique_ptr<llvm::Module> gpu_module;  // the GPU flavour (nvptx64), when wanted
   struct Kernel {
     std::string name;     // the host entry point (and the GPU kernel's name)
-    llvm::Function* body;  // host flavour: void(i64 i, ptr buffers, ptr sizes)
+    llvm::Function* body;  // host flavour: void(i64 i, ptr buffers, ptr sizes, i64 row, i64 col)
     rt::GpuMapping gpu_mapping = rt::GpuMapping::Thread;
     uint32_t gpu_block = 256;  // threads per block
     uint32_t nodes = 1;    // IR nodes fused into it
@@ -43,8 +43,10 @@ void optimize_module(llvm::Module& m, llvm::TargetMachine* tm, bool libmvec, boo
 // tables noalias, readonly, nocapture), the entry point of a kernel on either target.
 llvm::Function* declare_kernel_entry(llvm::Module& m, const std::string& name);
 
-// Builds the body's loop wrapper `void name(ptr buffers, ptr sizes, i64 begin, i64 end)`.
-llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const std::string& name);
+// Builds the body's loop wrapper `void name(ptr buffers, ptr sizes, i64 begin, i64 end)`:
+// one loop over the work items, or with `split` rows of n work items and columns inside.
+llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const std::string& name,
+                                  std::optional<KernelBuilder::Split> split = std::nullopt);
 
 // The GPU side (compiler/codegen/nvptx.cc, gpu_libdevice.cc).
 // An empty module for the nvptx64-nvidia-cuda triple with its data layout.

@@ -195,5 +195,75 @@ TEST(KernelsElementwise, SymbolicBatchThroughOneKernel) {
   }
 }
 
+// True when the kernel's host loop runs rows and columns (KernelBuilder::split_index).
+bool split_loop(const Compiled& c) { return c.descs.at(c.kernel.kernel).source.find("cols:") != std::string::npos; }
+
+TEST(KernelsElementwise, BroadcastReadsSplitTheHostLoopIntoRowsAndColumns) {
+  // A broadcast operand read at i % n makes the host loop two-level (rows of n, columns
+  // inside); random chunks [begin, end) start and end mid-row.
+  for (int rep = 0; rep < 6; ++rep) {
+    const int64_t a = rnd(2, 4), r = rnd(2, 5), n = rnd(16, 70);  // every case broadcasts
+    struct Case {
+      std::vector<int64_t> x, y;
+    };
+    const Case cases[] = {{{r, n}, {n}},           // the bias of a linear layer
+                          {{a, r, n}, {r, n}},     // rows merged: i % (r * n)
+                          {{r, n}, {r, 1}},        // a per-row scale: i / n
+                          {{a, r, n}, {a, 1, n}}}; // broadcast in the middle
+    for (const Case& cs : cases) {
+      for (OpKind k : {OpKind::Add, OpKind::Mul, OpKind::Maximum}) {
+        RefTensor x = random_tensor(DType::F32, cs.x), y = random_tensor(DType::F32, cs.y);
+        const bool swap = rnd(0, 1) == 1;
+        OneOp o = swap ? build_op(k, {type_of(y), type_of(x)}) : build_op(k, {type_of(x), type_of(y)});
+        ASSERT_FALSE(o.error);
+        check_op(o, swap ? std::vector<RefTensor>{y, x} : std::vector<RefTensor>{x, y}, kF32Tol, {}, "split");
+        EXPECT_TRUE(split_loop(*compile_node(o.g, o.node))) << x.shape_str() << " with " << y.shape_str();
+      }
+    }
+  }
+  // A symbolic inner dim splits too; a small constant one (a few classes) does not.
+  OneOp o = build_op(OpKind::Add, {f32({B, C}), f32({C})});
+  auto c = compile_node(o.g, o.node);
+  EXPECT_TRUE(split_loop(*c));
+  for (int rep = 0; rep < 4; ++rep) {
+    int64_t bv = rnd(1, 9), cv = rep == 0 ? 1 : rnd(1, 90);
+    RefTensor x = random_tensor(DType::F32, {bv, cv}), bias = random_tensor(DType::F32, {cv});
+    RefTensor want = run_op(o, {x, bias})[0];
+    expect_near(run_kernel(*c, o.g.node(o.node), {&x, &bias}, {{"B", bv}, {"C", cv}}).at(0), want, kF32Tol);
+  }
+  // One chunk [begin, end) writes exactly its work items (the rows loop starts mid-row
+  // and stops mid-row).
+  for (int rep = 0; rep < 20; ++rep) {
+    int64_t bv = rnd(1, 6), cv = rnd(16, 40);
+    RefTensor x = random_tensor(DType::F32, {bv, cv}), bias = random_tensor(DType::F32, {cv});
+    RefTensor want = run_op(o, {x, bias})[0];
+    std::vector<int64_t> symvals = symbol_values(c->symbols, {{"B", bv}, {"C", cv}});
+    std::vector<int64_t> sizes;
+    for (const rt::SizeExpr& e : c->kernel.sizes) sizes.push_back(e.eval(symvals));
+    RawBuffers io({&x, &bias}, o.g.node(o.node).outputs, {{"B", bv}, {"C", cv}});
+    const int64_t begin = rnd(0, bv * cv - 1), end = rnd(begin + 1, bv * cv);
+    c->descs.at(c->kernel.kernel).host(io.ptrs.data(), sizes.data(), begin, end);
+    RefTensor got = io.read_outputs().at(0);
+    for (int64_t i = 0; i < bv * cv; ++i) {
+      if (i >= begin && i < end) EXPECT_EQ(got[i], static_cast<float>(want[i])) << i << " in [" << begin << ", " << end << ")";
+      else EXPECT_TRUE(std::isnan(got[i])) << i << " outside [" << begin << ", " << end << ") was written";
+    }
+  }
+  OneOp small = build_op(OpKind::Add, {f32({B, 10}), f32({10})});
+  EXPECT_FALSE(split_loop(*compile_node(small.g, small.node)));
+  OneOp plain = build_op(OpKind::Add, {f32({B, 40}), f32({B, 40})});
+  EXPECT_FALSE(split_loop(*compile_node(plain.g, plain.node)));
+}
+
+TEST(KernelsElementwise, CausalMaskSplitsByTheKeyAxis) {
+  for (int rep = 0; rep < 4; ++rep) {
+    RefTensor x = random_tensor(DType::F32, {rnd(1, 3), rnd(1, 20), rnd(16, 40)});
+    OneOp o = build_op(OpKind::CausalMask, {type_of(x)});
+    ASSERT_FALSE(o.error);
+    check_op(o, {x}, 0);
+    EXPECT_TRUE(split_loop(*compile_node(o.g, o.node)));
+  }
+}
+
 }  // namespace
 }  // namespace modelc::test

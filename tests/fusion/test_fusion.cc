@@ -251,7 +251,8 @@ Graph random_graph(std::vector<std::pair<std::string, RefTensor>>& feeds, int64_
   Graph g;
   g.name = "random";
   g.dims = {{"B", std::nullopt, {}}};
-  const int64_t R = rnd(1, 5), Cn = rnd(1, 7);
+  // Cn of 16 or more makes loops with broadcast reads run rows and columns (split_index).
+  const int64_t R = rnd(1, 5), Cn = rnd(0, 2) == 0 ? rnd(16, 37) : rnd(1, 7);
   std::vector<Value> vals;
   auto input = [&](const std::string& name, std::vector<Dim> shape, std::vector<int64_t> concrete) {
     Value v{add_source(g, OpKind::Input, name, f32(std::move(shape))), 0};
