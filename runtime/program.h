@@ -85,10 +85,15 @@ enum class GpuMapping : uint8_t {
 //  - sizes: the device address of the instruction's size table, i64 values evaluated under
 //    the current symbols as for the host (may be 0 when the table is empty);
 //  - begin, end: signed 64-bit, the work items [begin, end) of Instr::extent to run
-//    (normally 0 and the extent; n = end - begin <= 0 does nothing).
+//    (normally 0 and the extent; n = end - begin <= 0 does nothing). A work item is the
+//    same unit for the host and the GPU code of a kernel (one extent for both: e.g. a tile
+//    of a column reduction's output columns, or one chunk of a two-phase reduction's
+//    first kernel, whose partials the next instruction combines).
 // Both tables are 8-byte aligned and must not change while the kernel runs (the kernel
 // reads them, and its input buffers, through the non-coherent cache: no output buffer of an
-// instruction may overlap one of its inputs).
+// instruction may overlap one of its inputs, except an output that is the very same buffer
+// as an input: an in-place update of a parameter or optimizer state, which the kernel reads
+// and writes at each work item's own element through ordinary loads and stores).
 // Launch: blockDim = (gpu_block, 1, 1) exactly (the PTX declares .reqntid and the kernels'
 // loops and reductions assume it), no dynamic shared memory (what a kernel uses is static,
 // declared in the PTX), gridDim = (G, 1, 1) with G >= 1. Every G is correct, because the
@@ -114,6 +119,42 @@ struct KernelDesc {
 };
 
 constexpr uint32_t kNoBuffer = UINT32_MAX;
+
+// Library epilogues: a matmul or conv2d library instruction may carry
+//   ints["epilogue"] = {bias, activation}
+// and then writes act(op(inputs) + bias) instead of op(inputs), as a cuBLASLt epilogue
+// (CUBLASLT_EPILOGUE_BIAS, _RELU_BIAS, _GELU_BIAS for the tanh form, ...) or a oneDNN bias
+// and eltwise post-op would.
+//  - bias: 0 or 1. With 1 the instruction has one more input after the op's own inputs
+//    (matmul: a, b; conv2d: x, w and its own optional bias slot, kNoBuffer when absent,
+//    then the epilogue bias): an f32 vector of one value per element of the output's last
+//    dim (matmul) or per output channel (conv2d), stored contiguously (shape [L] or L with
+//    dims of 1 around it, e.g. [L,1,1] for a conv2d bias). A conv2d with a bias of its own
+//    takes no epilogue bias.
+//  - activation: an EpilogueActivation code, applied after the bias. Its numerics are the
+//    compiler's scalar definition of the same op (compiler/ir/ops/scalar_defs.cc).
+// Instructions without the attribute have no epilogue.
+enum class EpilogueActivation : int64_t {
+  None = 0,
+  Relu = 1,      // max(x, 0), NaN propagates
+  GeluErf = 2,   // 0.5 x (1 + erf(x / sqrt 2))           (gelu, approximate = "none")
+  GeluTanh = 3,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (approximate = "tanh")
+  Tanh = 4,
+  Sigmoid = 5,   // 1 / (1 + e^-x)
+};
+constexpr int64_t kEpilogueActivations = 6;  // valid codes: [0, kEpilogueActivations)
+
+inline const char* epilogue_activation_name(EpilogueActivation a) {
+  switch (a) {
+    case EpilogueActivation::None: return "none";
+    case EpilogueActivation::Relu: return "relu";
+    case EpilogueActivation::GeluErf: return "gelu";
+    case EpilogueActivation::GeluTanh: return "gelu_tanh";
+    case EpilogueActivation::Tanh: return "tanh";
+    case EpilogueActivation::Sigmoid: return "sigmoid";
+  }
+  return "?";
+}
 
 struct Instr {
   enum class Kind : uint8_t { Kernel, Library } kind = Kind::Kernel;
@@ -143,7 +184,9 @@ struct Function {
   std::vector<Feed> feeds;
   uint32_t micro_batches = 1;
   std::vector<std::pair<std::string, uint32_t>> outputs;  // "loss", "logits", ...
-  std::vector<std::pair<uint32_t, uint32_t>> updates;     // (new value, persistent buffer)
+  // (new value, persistent buffer) copied after the instructions ran; equal when the
+  // step wrote the new value in place (then nothing is copied).
+  std::vector<std::pair<uint32_t, uint32_t>> updates;
 };
 
 // The training settings of the model's `train` section, for the runtime's loop.

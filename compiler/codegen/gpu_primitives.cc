@@ -9,6 +9,11 @@
 // order (the same order everywhere, so every thread gets the same bits). A second barrier
 // lets the next work item of the block reuse the shared slots.
 //
+// tile_reduce (a tile of `width` columns per work item): thread t takes column t % width and
+// the rows t / width, t / width + block / width, ... (so a warp reads consecutive columns
+// of a row); every thread writes its partials to shared memory, and after a barrier each
+// thread of the first row combines its column's partials in row order and finishes it.
+//
 // The barriers need every thread of the block: block-mapped kernels call the cooperative
 // primitives only where control flow is the same for the whole block (the wrapper's loop
 // over work items is per block, and nested primitives are sequential).
@@ -131,6 +136,70 @@ std::vector<llvm::Value*> KernelBuilder::block_reduce(const std::vector<llvm::Va
   }
   b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
   return r;
+}
+
+void KernelBuilder::block_tile_reduce(int64_t width, llvm::Value* cols, const std::vector<llvm::Value*>& extents,
+                                      const std::vector<Accumulator>& accs, const TileElement& element,
+                                      const TileDone& done) {
+  if (width <= 0 || gpu.block % static_cast<uint64_t>(width) != 0)
+    throw InternalError(fmt::format("kernel compiler: a tile of {} columns does not divide a block of {}", width, gpu.block));
+  const int64_t rows = gpu.block / width;  // threads per column
+  std::vector<llvm::AllocaInst*> vars;
+  for (const Accumulator& a : accs) vars.push_back(var(a.type, a.init));
+  llvm::Value* total = c64(1);
+  for (llvm::Value* e : extents) total = b.CreateMul(total, e);
+  llvm::Value* tid = thread_id();
+  llvm::Value* c = b.CreateURem(tid, c64(width), "col");
+  llvm::Value* r = b.CreateUDiv(tid, c64(width), "row");
+  llvm::Value* mine = b.CreateICmpULT(c, cols);
+  ++coop_depth_;
+  when(mine, [&] {
+    strided_loop(r, total, c64(rows), [&](llvm::Value* flat) {
+      std::vector<llvm::Value*> coords(extents.size());
+      llvm::Value* rest = flat;
+      for (size_t j = extents.size(); j-- > 0;) {
+        coords[j] = j == 0 ? rest : rem(rest, extents[j]);
+        if (j > 0) rest = div(rest, extents[j]);
+      }
+      std::vector<llvm::Value*> vals = element(coords, c);
+      if (vals.size() != accs.size()) throw InternalError("kernel compiler: tile_reduce element gives the wrong arity");
+      for (size_t q = 0; q < accs.size(); ++q)
+        b.CreateStore(accs[q].combine(b.CreateLoad(accs[q].type, vars[q]), vals[q]), vars[q]);
+    });
+  });
+  --coop_depth_;
+  // Every thread's partial to shared memory (slot tid); after the barrier, thread c of the
+  // first row combines column c's partials in row order and finishes the column.
+  std::vector<llvm::GlobalVariable*> smem;
+  for (const Accumulator& a : accs) {
+    auto* at = llvm::ArrayType::get(a.type, gpu.block);
+    auto* gv = new llvm::GlobalVariable(module, at, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(at),
+                                        fmt::format("{}.tile", fn->getName().str()), nullptr,
+                                        llvm::GlobalValue::NotThreadLocal, 3);
+    gv->setAlignment(llvm::Align(8));
+    smem.push_back(gv);
+  }
+  auto slot = [&](size_t q, llvm::Value* k) {
+    return b.CreateInBoundsGEP(smem[q]->getValueType(), smem[q], {b.getInt64(0), k});
+  };
+  for (size_t q = 0; q < accs.size(); ++q) b.CreateStore(b.CreateLoad(accs[q].type, vars[q]), slot(q, tid));
+  b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
+  ++coop_depth_;
+  when(b.CreateAnd(mine, b.CreateICmpEQ(r, c64(0))), [&] {
+    std::vector<llvm::AllocaInst*> sums;
+    for (size_t q = 0; q < accs.size(); ++q) sums.push_back(var(accs[q].type, b.CreateLoad(accs[q].type, slot(q, c))));
+    loop(c64(rows - 1), [&](llvm::Value* k) {
+      llvm::Value* at = b.CreateAdd(b.CreateMul(b.CreateAdd(k, c64(1)), c64(width)), c);
+      for (size_t q = 0; q < accs.size(); ++q)
+        b.CreateStore(accs[q].combine(b.CreateLoad(accs[q].type, sums[q]), b.CreateLoad(accs[q].type, slot(q, at))), sums[q]);
+    });
+    std::vector<llvm::Value*> results;
+    for (size_t q = 0; q < accs.size(); ++q) results.push_back(b.CreateLoad(accs[q].type, sums[q]));
+    done(c, results);
+  });
+  --coop_depth_;
+  // The next work item of the block may reuse the slots once everyone has read them.
+  b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
 }
 
 void KernelBuilder::block_parallel_loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body) {

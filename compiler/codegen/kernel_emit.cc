@@ -107,7 +107,7 @@ llvm::Value* KernelBuilder::size(const rt::SizeExpr& e) {
 llvm::Value* KernelBuilder::buffer(size_t k) {
   if (buffer_values_.size() <= k) buffer_values_.resize(k + 1, nullptr);
   if (!buffer_values_[k]) {
-    llvm::Value* p = invariant_load(b.getPtrTy(), buffers_, k, "buf");
+    llvm::Value* p = invariant_load(b.getPtrTy(), buffers_, buffer_map.empty() ? k : buffer_map.at(k), "buf");
     if (target == KernelTarget::Gpu) {
       // Global memory (ld.global / st.global); the GPU wrapper knows this same value.
       llvm::IRBuilder<> eb(alloca_point_);
@@ -200,12 +200,18 @@ std::optional<KernelBuilder::Split> KernelBuilder::split() const {
 
 llvm::Value* KernelBuilder::div(llvm::Value* a, llvm::Value* d) {
   if (split_size_ && a == index && d == split_size_) return row_;
+  if (auto it = divmod_.find({a, d}); it != divmod_.end()) return it->second.first;
   return b.CreateUDiv(a, d);
 }
 
 llvm::Value* KernelBuilder::rem(llvm::Value* a, llvm::Value* d) {
   if (split_size_ && a == index && d == split_size_) return col_;
+  if (auto it = divmod_.find({a, d}); it != divmod_.end()) return it->second.second;
   return b.CreateURem(a, d);
+}
+
+void KernelBuilder::known_divmod(llvm::Value* v, llvm::Value* d, llvm::Value* q, llvm::Value* r) {
+  divmod_[{v, d}] = {q, r};
 }
 
 void KernelBuilder::loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body) {
@@ -254,6 +260,125 @@ void KernelBuilder::parallel_loop(llvm::Value* n, const std::function<void(llvm:
 void KernelBuilder::single(const std::function<void()>& body) {
   if (cooperative()) block_single(body);
   else body();
+}
+
+void KernelBuilder::when(llvm::Value* cond, const std::function<void()>& body) {
+  auto* run = llvm::BasicBlock::Create(ctx, "when", fn);
+  auto* join = llvm::BasicBlock::Create(ctx, "when.join", fn);
+  b.CreateCondBr(cond, run, join);
+  b.SetInsertPoint(run);
+  body();
+  b.CreateBr(join);
+  b.SetInsertPoint(join);
+}
+
+void KernelBuilder::hinted_loop(llvm::Value* n, bool vectorize, const std::function<void(llvm::Value*)>& body) {
+  llvm::AllocaInst* k = var(i64(), c64(0));
+  auto* head = llvm::BasicBlock::Create(ctx, "hloop", fn);
+  auto* inner = llvm::BasicBlock::Create(ctx, "hbody", fn);
+  auto* exit = llvm::BasicBlock::Create(ctx, "hdone", fn);
+  b.CreateBr(head);
+  b.SetInsertPoint(head);
+  llvm::Value* kv = b.CreateLoad(i64(), k);
+  b.CreateCondBr(b.CreateICmpSLT(kv, n), inner, exit);
+  b.SetInsertPoint(inner);
+  body(kv);
+  b.CreateStore(b.CreateAdd(kv, c64(1), "", true, true), k);
+  llvm::BranchInst* latch = b.CreateBr(head);
+  // Only hints that cannot fail: a loop marked for vectorization that the vectorizer
+  // cannot take makes LLVM print a warning.
+  std::vector<llvm::Metadata*> md = {nullptr};
+  if (vectorize) md.push_back(llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.unroll.disable")}));
+  else md.push_back(llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.vectorize.enable"),
+                                            llvm::ConstantAsMetadata::get(b.getInt1(false))}));
+  llvm::MDNode* self = llvm::MDNode::getDistinct(ctx, md);
+  self->replaceOperandWith(0, self);
+  latch->setMetadata(llvm::LLVMContext::MD_loop, self);
+  b.SetInsertPoint(exit);
+}
+
+void KernelBuilder::tile_reduce(int64_t width, llvm::Value* cols, const std::vector<llvm::Value*>& extents,
+                                const std::vector<Accumulator>& accs, const TileElement& element, const TileDone& done) {
+  if (cooperative()) return block_tile_reduce(width, cols, extents, accs, element, done);
+  if (target == KernelTarget::Gpu) {
+    // A thread: one column after another, each in registers (a local array would be
+    // local memory).
+    loop(cols, [&](llvm::Value* c) {
+      done(c, reduce_loop(extents, accs, [&](const std::vector<llvm::Value*>& k) { return element(k, c); }));
+    });
+    return;
+  }
+  // Host. The rows are the outer loops; `columns` emits the inner part of a row.
+  auto rows = [&](bool scalar, const std::function<void(const std::vector<llvm::Value*>&)>& columns) {
+    std::vector<llvm::Value*> coords;
+    std::function<void(size_t)> nest = [&](size_t j) {
+      if (j == extents.size()) return columns(coords);
+      auto body = [&](llvm::Value* k) {
+        coords.push_back(k);
+        nest(j + 1);
+        coords.pop_back();
+      };
+      if (scalar) hinted_loop(extents[j], false, body);
+      else loop(extents[j], body);
+    };
+    nest(0);
+  };
+  auto fold = [&](const std::vector<llvm::Value*>& vals, const std::function<llvm::Value*(size_t q)>& acc) {
+    if (vals.size() != accs.size()) throw InternalError("kernel compiler: tile_reduce element gives the wrong arity");
+    for (size_t q = 0; q < accs.size(); ++q) b.CreateStore(accs[q].combine(b.CreateLoad(accs[q].type, acc(q)), vals[q]), acc(q));
+  };
+  llvm::Value* full = b.CreateICmpEQ(cols, c64(width));
+  auto* whole = llvm::BasicBlock::Create(ctx, "tile.full", fn);
+  auto* part = llvm::BasicBlock::Create(ctx, "tile.part", fn);
+  auto* join = llvm::BasicBlock::Create(ctx, "tile.join", fn);
+  b.CreateCondBr(full, whole, part);
+  // A full tile: the columns straight-line, each with its accumulators in registers, which
+  // the SLP vectorizer packs (a row's consecutive columns are consecutive addresses); the
+  // row loops are kept from the loop vectorizer, which would vectorize across rows with a
+  // gather per column.
+  b.SetInsertPoint(whole);
+  {
+    std::vector<std::vector<llvm::AllocaInst*>> vars(static_cast<size_t>(width));
+    for (auto& v : vars)
+      for (const Accumulator& a : accs) v.push_back(var(a.type, a.init));
+    rows(true, [&](const std::vector<llvm::Value*>& k) {
+      for (int64_t c = 0; c < width; ++c) fold(element(k, c64(c)), [&](size_t q) { return vars[static_cast<size_t>(c)][q]; });
+    });
+    for (int64_t c = 0; c < width; ++c) {
+      std::vector<llvm::Value*> r;
+      for (size_t q = 0; q < accs.size(); ++q) r.push_back(b.CreateLoad(accs[q].type, vars[static_cast<size_t>(c)][q]));
+      done(c64(c), r);
+    }
+  }
+  b.CreateBr(join);
+  // The last tile of a row of outputs (fewer columns): the accumulators of column c in
+  // slot c of a local array per accumulator, and the columns a loop inside each row, kept
+  // rolled (fully unrolled, the slots would become registers and the vectorizer would take
+  // the row loop instead, with gathers). An empty tile skips the rows.
+  b.SetInsertPoint(part);
+  when(b.CreateICmpSGT(cols, c64(0)), [&] {
+    std::vector<llvm::AllocaInst*> slots;
+    {
+      llvm::IRBuilder<> eb(alloca_point_);
+      for (const Accumulator& a : accs) slots.push_back(eb.CreateAlloca(llvm::ArrayType::get(a.type, static_cast<uint64_t>(width))));
+    }
+    auto slot = [&](size_t q, llvm::Value* c) {
+      return b.CreateInBoundsGEP(slots[q]->getAllocatedType(), slots[q], {c64(0), c});
+    };
+    loop(cols, [&](llvm::Value* c) {
+      for (size_t q = 0; q < accs.size(); ++q) b.CreateStore(accs[q].init, slot(q, c));
+    });
+    rows(false, [&](const std::vector<llvm::Value*>& k) {
+      hinted_loop(cols, true, [&](llvm::Value* c) { fold(element(k, c), [&](size_t q) { return slot(q, c); }); });
+    });
+    loop(cols, [&](llvm::Value* c) {
+      std::vector<llvm::Value*> r;
+      for (size_t q = 0; q < accs.size(); ++q) r.push_back(b.CreateLoad(accs[q].type, slot(q, c)));
+      done(c, r);
+    });
+  });
+  b.CreateBr(join);
+  b.SetInsertPoint(join);
 }
 
 void KernelBuilder::finish() {

@@ -8,10 +8,11 @@
 // so that the body's `i / n` and `i % n` are row and col (broadcast reads become affine in
 // the inner loop, which then vectorizes).
 // The op emitters are target-neutral: they build bodies through this class, and the few
-// things that depend on the target are its primitives (reduce_loop, parallel_loop,
-// single). Every group is emitted twice from the same emitter code:
+// things that depend on the target are its primitives (reduce_loop, tile_reduce,
+// parallel_loop, single). Every group is emitted twice from the same emitter code:
 //  - Host: the primitives are sequential loops (the host wrapper runs work items
-//    [begin, end) in a loop, and the optimiser vectorizes them);
+//    [begin, end) in a loop, and the optimiser vectorizes them; a tile's columns are the
+//    innermost);
 //  - Gpu: buffers are global memory (addrspace(1)); in a thread-mapped kernel the
 //    primitives are sequential as on the host; in a block-mapped kernel (one work item per
 //    thread block, `block` threads) the threads of the block stride over a reduction,
@@ -21,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +57,9 @@ class KernelBuilder {
   std::vector<rt::SizeExpr> sizes;  // the size table, in the order the body reads it
   int64_t grain = 1;
   bool training = true;  // false: dropout is the identity
+  // When not empty, buffer k is entry buffer_map[k] of the buffers table (a segment of a
+  // horizontal kernel reads its own entries; KernelCompiler::emit_horizontal).
+  std::vector<size_t> buffer_map;
   const KernelTarget target;
   const GpuShape gpu;  // Gpu only
 
@@ -105,6 +110,19 @@ class KernelBuilder {
   // Runs `body` once for the work item: on one thread of the block where the block
   // cooperates (stores of a reduction's result), else simply here.
   void single(const std::function<void()>& body);
+  // A tile of `cols` consecutive columns (0 <= cols <= width; width a constant), each
+  // reduced like reduce_loop over the same index space: element(k, c) gives column c's
+  // values at coordinates k, and done(c, results) runs once per column c in [0, cols) with
+  // its results. Host: the rows are the outer loops and the columns the inner one, with
+  // the accumulators in local arrays (one slot per column), so that the reads of a row's
+  // columns are contiguous and vectorize. Thread-mapped GPU: a sequential reduce_loop per
+  // column. Block-mapped GPU (gpu_primitives.cc): thread t takes column t % width and
+  // every (block / width)-th row from t / width; the rows' partial results combine through
+  // shared memory (in one order for every thread) and done runs on the threads t < cols.
+  using TileElement = std::function<std::vector<llvm::Value*>(const std::vector<llvm::Value*>& k, llvm::Value* c)>;
+  using TileDone = std::function<void(llvm::Value* c, const std::vector<llvm::Value*>& results)>;
+  void tile_reduce(int64_t width, llvm::Value* cols, const std::vector<llvm::Value*>& extents,
+                   const std::vector<Accumulator>& accs, const TileElement& element, const TileDone& done);
   // True where the primitives cooperate across the block at the insertion point.
   bool cooperative() const { return target == KernelTarget::Gpu && gpu.block_mapped && coop_depth_ == 0; }
 
@@ -117,6 +135,10 @@ class KernelBuilder {
   // index split by n, index / n and index % n are the host body's row and col arguments.
   llvm::Value* div(llvm::Value* a, llvm::Value* d);
   llvm::Value* rem(llvm::Value* a, llvm::Value* d);
+  // Records that v == q * d + r with 0 <= r < d, so that div(v, d) and rem(v, d) give q and
+  // r (a reduction's loops run rows of d elements: a prologue's broadcast reads at v / d
+  // and v % d are then affine in the innermost loop, which vectorizes).
+  void known_divmod(llvm::Value* v, llvm::Value* d, llvm::Value* q, llvm::Value* r);
   // Host only: the wrapper will loop over rows of n work items (n > 0 at run time, or the
   // extent is 0) and columns inside. Call before the body divides the index.
   void split_index(const Dim& n);
@@ -140,6 +162,7 @@ class KernelBuilder {
   int coop_depth_ = 0;
   llvm::Value* split_size_ = nullptr;  // the split's n, as size() gives it
   llvm::Value *row_ = nullptr, *col_ = nullptr;
+  std::map<std::pair<llvm::Value*, llvm::Value*>, std::pair<llvm::Value*, llvm::Value*>> divmod_;  // known_divmod
   llvm::Value* invariant_load(llvm::Type* t, llvm::Value* base, size_t k, const char* name);
   llvm::Value* element_ptr(llvm::Type* et, size_t buf, llvm::Value* offset);
   // gpu_primitives.cc: the block-cooperative forms.
@@ -151,6 +174,13 @@ class KernelBuilder {
   llvm::Value* shuffle_xor(llvm::Value* v, unsigned lane_mask);
   void block_parallel_loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body);
   void block_single(const std::function<void()>& body);
+  void block_tile_reduce(int64_t width, llvm::Value* cols, const std::vector<llvm::Value*>& extents,
+                         const std::vector<Accumulator>& accs, const TileElement& element, const TileDone& done);
+  // for (k = 0; k < n; ++k) body(k), not to be unrolled (vectorize: left to the loop
+  // vectorizer), or kept from the loop vectorizer (host tiles: kernel_emit.cc).
+  void hinted_loop(llvm::Value* n, bool vectorize, const std::function<void(llvm::Value*)>& body);
+  // if (cond) body(): the insertion point continues after it.
+  void when(llvm::Value* cond, const std::function<void()>& body);
 };
 
 llvm::Type* elem_type(llvm::LLVMContext& ctx, DType t);  // f32 float, i32 i32, bool i8
@@ -167,9 +197,41 @@ llvm::Value* elementwise_value(KernelBuilder& kb, const Graph& g, const Node& n,
 // a broadcast operand's innermost group, causal_mask's key axis); none when it reads
 // every input at the index itself.
 std::optional<Dim> index_divisor(const Graph& g, const Node& n);
-// sum / mean / max / cross_entropy: output element `out`, one loop (nest) over the reduced
-// elements.
-llvm::Value* reduction_value(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* out, const Reader& read);
+// sum / mean / max / cross_entropy (kernels_reduce.cc). How one runs, from its shapes:
+//  - tile > 1: a column reduction (it keeps the innermost axis, e.g. a bias gradient): a
+//    work item is a tile of up to `tile` consecutive output columns (KernelBuilder::
+//    tile_reduce), so that it reads rows of contiguous columns;
+//  - chunks > 1: two phases, for few work items over many elements (a loss, a squared
+//    norm, a bias gradient of few tiles): the Partial kernel reduces `chunks` chunks of
+//    the reduced elements per work item of the one-phase form into a scratch buffer, and
+//    the Finish kernel combines each output's partials and runs the group's epilogue.
+struct ReducePlan {
+  int64_t tile = 1;
+  int64_t chunks = 1;
+  DType scratch_type = DType::F32;  // the scratch buffer between the phases (chunks > 1)
+  int64_t scratch_elements = 0;
+  // The divisor of the group's prologue reads (a broadcast operand's innermost extent, as
+  // index_divisor gives it), set by the group's emitter: the loops then run rows of that
+  // many elements innermost where the shape allows (KernelBuilder::known_divmod).
+  std::optional<Dim> inner;
+};
+ReducePlan plan_reduction(const Graph& g, const Node& n);
+enum class ReducePhase { Whole, Partial, Finish };
+// What a reduction kernel runs over: its work items, its grain, and the block size of its
+// block-mapped GPU flavour (0: thread-mapped).
+struct ReduceWork {
+  Dim extent;
+  int64_t grain = 1;
+  int64_t gpu_elements = 0;  // elements a block-mapped work item reduces (0: thread-mapped)
+};
+ReduceWork reduction_work(const Graph& g, const Node& n, const ReducePlan& plan, ReducePhase phase);
+// Emits work item kb.index of a reduction kernel of `phase`: Whole and Finish call
+// done(offset, value) for each output element the work item finishes (its flat offset and
+// f32 / i32 value); Partial stores the work item's partials into buffer `scratch`, which
+// Finish reads.
+using ReduceDone = std::function<void(llvm::Value* offset, llvm::Value* value)>;
+void emit_reduction(KernelBuilder& kb, const Graph& g, const Node& n, const ReducePlan& plan, ReducePhase phase,
+                    size_t scratch, const Reader& read, const ReduceDone& done);
 // Row ops (softmax, log_softmax, layer_norm): lane `lane` along the op's axis; calls
 // write(offset, value) for every element of the lane in its last pass.
 using RowWriter = std::function<void(llvm::Value* offset, llvm::Value* value)>;

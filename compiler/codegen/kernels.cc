@@ -34,7 +34,7 @@ void check(llvm::Error e, const char* what) {
 
 // The ops with their own emitter (everything else with a scalar definition is generic).
 bool special_op(OpKind k) {
-  static const OpKind ops[] = {OpKind::Cast, OpKind::Dropout, OpKind::CausalMask, OpKind::OneHot,
+  static const OpKind ops[] = {OpKind::Cast, OpKind::Dropout, OpKind::CausalMask, OpKind::OneHot, OpKind::BroadcastTo,
                                OpKind::Sum, OpKind::Mean, OpKind::Max, OpKind::Softmax,
                                OpKind::LogSoftmax, OpKind::LayerNorm, OpKind::CrossEntropy};
   for (OpKind o : ops)
@@ -98,20 +98,17 @@ llvm::Function* declare_kernel_entry(llvm::Module& m, const std::string& name) {
   return f;
 }
 
-llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const std::string& name,
-                                  std::optional<KernelBuilder::Split> split) {
-  llvm::LLVMContext& ctx = m.getContext();
-  llvm::IRBuilder<> b(ctx);
-  llvm::Function* f = declare_kernel_entry(m, name);
-  llvm::Value *buffers = f->getArg(0), *sizes = f->getArg(1), *begin = f->getArg(2), *end = f->getArg(3);
+void emit_host_loop(llvm::IRBuilder<>& b, llvm::Function* body, llvm::Value* buffers, llvm::Value* sizes,
+                    llvm::Value* begin, llvm::Value* end, std::optional<KernelBuilder::Split> split) {
+  llvm::LLVMContext& ctx = b.getContext();
+  llvm::Function* f = b.GetInsertBlock()->getParent();
   llvm::Type* i64 = b.getInt64Ty();
-  auto* entry = llvm::BasicBlock::Create(ctx, "entry", f);
-  auto* exit = llvm::BasicBlock::Create(ctx, "exit", f);
-  b.SetInsertPoint(entry);
+  llvm::BasicBlock* entry = b.GetInsertBlock();
+  auto* done = llvm::BasicBlock::Create(ctx, "done", f);
   if (!split) {
     // for (i = begin; i < end; ++i) body(i)
-    auto* loop = llvm::BasicBlock::Create(ctx, "loop", f, exit);
-    b.CreateCondBr(b.CreateICmpSLT(begin, end), loop, exit);
+    auto* loop = llvm::BasicBlock::Create(ctx, "loop", f, done);
+    b.CreateCondBr(b.CreateICmpSLT(begin, end), loop, done);
     b.SetInsertPoint(loop);
     llvm::PHINode* i = b.CreatePHI(i64, 2, "i");
     i->addIncoming(begin, entry);
@@ -119,15 +116,15 @@ llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const s
     b.CreateCall(body, {i, buffers, sizes, zero, zero});
     llvm::Value* next = b.CreateAdd(i, b.getInt64(1), "", true, true);
     i->addIncoming(next, loop);
-    b.CreateCondBr(b.CreateICmpSLT(next, end), loop, exit);
+    b.CreateCondBr(b.CreateICmpSLT(next, end), loop, done);
   } else {
     // Rows of n work items from begin's row: for each, the columns [c0, min(n, end - base))
     // (c0 is begin's column in the first row, then 0), with i = base + col.
-    auto* start = llvm::BasicBlock::Create(ctx, "start", f, exit);
-    auto* rows = llvm::BasicBlock::Create(ctx, "rows", f, exit);
-    auto* cols = llvm::BasicBlock::Create(ctx, "cols", f, exit);
-    auto* next_row = llvm::BasicBlock::Create(ctx, "next_row", f, exit);
-    b.CreateCondBr(b.CreateICmpSLT(begin, end), start, exit);  // an empty range never divides by n
+    auto* start = llvm::BasicBlock::Create(ctx, "start", f, done);
+    auto* rows = llvm::BasicBlock::Create(ctx, "rows", f, done);
+    auto* cols = llvm::BasicBlock::Create(ctx, "cols", f, done);
+    auto* next_row = llvm::BasicBlock::Create(ctx, "next_row", f, done);
+    b.CreateCondBr(b.CreateICmpSLT(begin, end), start, done);  // an empty range never divides by n
     b.SetInsertPoint(start);
     llvm::Value* n = b.getInt64(static_cast<uint64_t>(split->constant));
     if (split->constant <= 0) n = b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, sizes, split->slot), "n");
@@ -154,9 +151,37 @@ llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const s
     llvm::Value* row_next = b.CreateAdd(row, b.getInt64(1), "", true, true);
     row->addIncoming(row_next, next_row);
     first->addIncoming(b.getInt64(0), next_row);
-    b.CreateCondBr(b.CreateICmpSLT(b.CreateAdd(base, n, "", true, true), end), rows, exit);
+    b.CreateCondBr(b.CreateICmpSLT(b.CreateAdd(base, n, "", true, true), end), rows, done);
   }
-  b.SetInsertPoint(exit);
+  b.SetInsertPoint(done);
+}
+
+llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const std::string& name,
+                                  std::optional<KernelBuilder::Split> split) {
+  llvm::IRBuilder<> b(m.getContext());
+  llvm::Function* f = declare_kernel_entry(m, name);
+  b.SetInsertPoint(llvm::BasicBlock::Create(m.getContext(), "entry", f));
+  emit_host_loop(b, body, f->getArg(0), f->getArg(1), f->getArg(2), f->getArg(3), split);
+  b.CreateRetVoid();
+  return f;
+}
+
+llvm::Function* emit_host_horizontal(llvm::Module& m, const std::string& name, const std::vector<Segment>& segments) {
+  llvm::IRBuilder<> b(m.getContext());
+  llvm::Function* f = declare_kernel_entry(m, name);
+  llvm::Value *buffers = f->getArg(0), *sizes = f->getArg(1), *begin = f->getArg(2), *end = f->getArg(3);
+  b.SetInsertPoint(llvm::BasicBlock::Create(m.getContext(), "entry", f));
+  llvm::Type* i64 = b.getInt64Ty();
+  llvm::Value* off = b.getInt64(0);
+  for (const Segment& s : segments) {
+    llvm::Value* n = b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, sizes, s.extent_slot), "segment");
+    llvm::Value* lo = b.CreateSub(begin, off);
+    lo = b.CreateSelect(b.CreateICmpSLT(lo, b.getInt64(0)), b.getInt64(0), lo);
+    llvm::Value* hi = b.CreateSub(end, off);
+    hi = b.CreateSelect(b.CreateICmpSLT(hi, n), hi, n);
+    emit_host_loop(b, s.body, buffers, sizes, lo, hi, s.split);
+    off = b.CreateAdd(off, n);
+  }
   b.CreateRetVoid();
   return f;
 }

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,20 @@ struct EmittedKernel {
   std::vector<rt::SizeExpr> sizes;   // the size table the kernel reads
   rt::SizeExpr extent;               // work items
   int64_t grain;                     // smallest worthwhile chunk of work items
+  // A two-phase reduction (a reduce group with few outputs over many elements; see
+  // compiler/codegen/kernels_reduce.cc): `partial` must run first. Its buffers are the
+  // group's inputs, then the scratch buffer (its one output: `scratch_elements` values of
+  // `scratch_type`); this kernel's are the group's inputs, the scratch buffer, then the
+  // group's outputs.
+  struct Partial {
+    uint32_t kernel;
+    std::vector<rt::SizeExpr> sizes;
+    rt::SizeExpr extent;
+    int64_t grain;
+    DType scratch_type;
+    int64_t scratch_elements;
+  };
+  std::optional<Partial> partial;
 };
 
 struct EmitOptions {
@@ -46,18 +61,25 @@ class KernelCompiler {
 
   // True for the ops this compiler emits, with f32 / i32 / bool tensors only: every op with
   // a scalar definition in the registry whose fusion kind is elementwise or broadcast, and
-  // cast, dropout, causal_mask, one_hot, sum/mean/max, softmax, log_softmax, layer_norm,
+  // cast, dropout, causal_mask, one_hot, broadcast_to, sum/mean/max, softmax, log_softmax, layer_norm,
   // cross_entropy.
   static bool handles(const Graph& g, NodeId id);
-  // Emits node id's kernel. Throws InternalError for a node handles() refuses.
+  // Emits node id's kernel (two for a two-phase reduction: EmittedKernel::partial). Throws
+  // InternalError for a node handles() refuses.
   // Semantics beyond the reference: dropout is always in training mode (an eval lowering
   // drops the node); cross_entropy with a target outside [0, C) gives NaN.
   EmittedKernel emit(const Graph& g, NodeId id, const EmitOptions& options = {});
-  // Emits one kernel for a fusion group (compiler/passes/fusion.h; kernels_fused.cc).
-  // Buffers at run time: the group's inputs, then its outputs, in the group's order. Nodes
-  // the plan marks inlined are recomputed where they are read.
+  // Emits one kernel for a fusion group (compiler/passes/fusion.h; kernels_fused.cc), or
+  // two for a two-phase reduction (EmittedKernel::partial). Buffers at run time: the
+  // group's inputs, then its outputs, in the group's order. Nodes the plan marks inlined
+  // are recomputed where they are read.
   EmittedKernel emit_group(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
                            const EmitOptions& options = {});
+  // One kernel for several loop groups (FusionPlan::horizontal: the optimizer updates of
+  // every parameter), each a segment of the kernel's work items in order. Its buffers are
+  // every group's inputs in order, then every group's outputs in order.
+  EmittedKernel emit_horizontal(const Graph& g, const std::vector<const FusionGroup*>& groups,
+                                const std::vector<bool>& inlined, const EmitOptions& options = {});
   // Compiles everything emitted with ORC LLJIT for the host (O3, vectorized, host CPU and
   // features), returns the kernels in order (name, host fn pointer, IR text, GPU launch
   // shape) and stores the owner of the machine code (the LLJIT) in `code`. The compiler is

@@ -1,6 +1,8 @@
 // Elementwise kernels: one output element per work item. The ops with a scalar definition
 // in the registry (with numpy broadcasting of their inputs), and the elementwise ops whose
-// body is not a scalar function of the inputs: cast, dropout (Philox), causal_mask, one_hot.
+// body is not a scalar function of the inputs: cast, dropout (Philox), causal_mask, one_hot,
+// and broadcast_to (a read of its input under the same broadcasting, so that a broadcast
+// gradient such as mean's fuses into its consumer instead of being copied out).
 #include <limits>
 
 #include <fmt/format.h>
@@ -131,7 +133,7 @@ llvm::Value* emit_dropout(KernelBuilder& kb, const Node& n, llvm::Value* index, 
 
 std::optional<Dim> index_divisor(const Graph& g, const Node& n) {
   if (n.op == OpKind::CausalMask) return n.outputs[0].shape.back();  // the key index is i % Tk
-  if (!op_info(n.op).scalar || n.inputs.size() < 2) return std::nullopt;
+  if (n.op != OpKind::BroadcastTo && (!op_info(n.op).scalar || n.inputs.size() < 2)) return std::nullopt;
   BroadcastGroups bg = broadcast_groups(g, n);
   if (bg.all_same || bg.extent.size() < 2) return std::nullopt;
   return bg.extent.back();
@@ -143,6 +145,7 @@ llvm::Value* elementwise_value(KernelBuilder& kb, const Graph& g, const Node& n,
   auto& b = kb.b;
   switch (n.op) {
     case OpKind::Cast: return kb.convert(read(0, i), out.dtype);
+    case OpKind::BroadcastTo: return read(0, broadcast_offsets(kb, g, n, i)[0]);
     case OpKind::Dropout: return kb.training ? emit_dropout(kb, n, i, read(0, i)) : read(0, i);
     case OpKind::CausalMask: {
       // Key j is masked for query q when j > q + (Tk - Tq) (queries aligned to the last keys).

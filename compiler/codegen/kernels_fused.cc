@@ -7,9 +7,13 @@
 // offset); inlined one-element values are recomputed where read and hoisted by the
 // optimiser, since input loads are marked invariant.
 //
-// Work items: a loop or reduce group has one per element of its root (a reduction loops
-// over its reduced elements inside); a row group has one per lane of its anchor, whose
-// last pass evaluates the epilogue and stores the outputs at each element of the lane.
+// Work items: a loop group has one per element of its root; a reduce group one per output
+// element, or per tile of output columns (a column reduction), and the reduction loops over
+// its reduced elements inside, then evaluates the epilogue and stores the outputs at each
+// element it finished; a reduce group with few outputs over many elements is two kernels
+// (a Partial and a Finish kernel: kernels_reduce.cc); a row group has one per lane of its
+// anchor, whose last pass evaluates the epilogue and stores the outputs at each element of
+// the lane.
 //
 // Each group is emitted twice from this same code: the host flavour into the host module,
 // and, when GPU code is wanted, the GPU flavour into the GPU module (kernel_emit.h), with
@@ -31,11 +35,25 @@ namespace {
 
 class GroupEmitter {
  public:
-  GroupEmitter(KernelBuilder& kb, const Graph& g, const FusionGroup& grp)
-      : kb_(kb), g_(g), grp_(grp), members_(grp.nodes.begin(), grp.nodes.end()) {
+  // A reduce group's kernel of `phase` under `plan` (kernels_reduce.cc): the Partial and
+  // Finish kernels of a two-phase reduction have the scratch buffer after the inputs.
+  GroupEmitter(KernelBuilder& kb, const Graph& g, const FusionGroup& grp, ReducePhase phase = ReducePhase::Whole,
+               const ReducePlan& plan = {})
+      : kb_(kb), g_(g), grp_(grp), members_(grp.nodes.begin(), grp.nodes.end()), phase_(phase), plan_(plan) {
     size_t slot = 0;
     for (const Value& v : grp.inputs) slots_[key(v)] = slot++;
+    scratch_ = slot;
+    if (phase != ReducePhase::Whole) ++slot;
     for (const Value& v : grp.outputs) slots_[key(v)] = slot++;
+    // An output written in place goes through its input's slot (the same buffer, so the
+    // optimiser sees one pointer), and that input is read with plain loads: it changes
+    // while the kernel runs (no invariant load, no non-coherent cache on a GPU).
+    for (size_t k = 0; k < grp.overwrites.size(); ++k) {
+      if (grp.overwrites[k] < 0) continue;
+      const auto in = static_cast<size_t>(grp.overwrites[k]);
+      slots_[key(grp.outputs.at(k))] = in;
+      written_.insert(in);
+    }
   }
 
   rt::SizeExpr emit() {
@@ -48,10 +66,23 @@ class GroupEmitter {
       kb_.grain = std::max<int64_t>(1, 16384 / estimate({row_length(g_, a)}));
       return kb_.symbols.size(row_lanes(g_, a));
     }
+    if (grp_.kind == FusionGroup::Kind::Reduce) {
+      // The reduction finishes output elements (a tile's columns, or one), each stored
+      // with its epilogue; a Partial kernel stores partials instead.
+      const Node& a = g_.node(grp_.anchor);
+      ReducePlan plan = plan_;
+      if (phase_ != ReducePhase::Finish) plan.inner = divisor(g_.type(a.inputs.at(0)).shape);  // the prologue's
+      emit_reduction(kb_, g_, a, plan, phase_, scratch_, reader(a), [&](llvm::Value* at, llvm::Value* y) {
+        memo_[{grp_.anchor, at}] = y;
+        store_outputs(at);
+      });
+      const ReduceWork w = reduction_work(g_, a, plan_, phase_);
+      kb_.grain = w.grain;
+      return kb_.symbols.size(w.extent);
+    }
     if (grp_.kind == FusionGroup::Kind::Loop && kb_.target == KernelTarget::Host) split();
     store_outputs(kb_.index);
-    if (grp_.anchor != kNoNode) kb_.grain = std::max<int64_t>(1, 16384 / estimate({reduced_count(g_, g_.node(grp_.anchor))}));
-    else kb_.grain = 4096;
+    kb_.grain = 4096;
     return kb_.symbols.numel(g_.type(Value{grp_.root, 0}).shape);
   }
 
@@ -65,7 +96,12 @@ class GroupEmitter {
   // keeps the loop scalar). The n most members divide by wins; a small constant n (a few
   // classes) is not worth a loop of its own.
   void split() {
-    const Shape& shape = g_.type(Value{grp_.root, 0}).shape;
+    if (std::optional<Dim> d = divisor(g_.type(Value{grp_.root, 0}).shape)) kb_.split_index(*d);
+  }
+
+  // The n the members shaped `shape` divide their index by most often (index_divisor),
+  // when it is worth a loop of its own.
+  std::optional<Dim> divisor(const Shape& shape) const {
     std::vector<std::pair<Dim, int>> votes;
     for (NodeId id : grp_.nodes) {
       const Node& n = g_.node(id);
@@ -76,9 +112,8 @@ class GroupEmitter {
       if (it == votes.end()) votes.emplace_back(*d, 1);
       else ++it->second;
     }
-    if (votes.empty()) return;
-    auto best = std::max_element(votes.begin(), votes.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-    kb_.split_index(best->first);
+    if (votes.empty()) return std::nullopt;
+    return std::max_element(votes.begin(), votes.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
   }
 
   // Evaluates every output (every thread of a cooperating block takes part in the
@@ -101,6 +136,7 @@ class GroupEmitter {
       auto it = slots_.find(key(v));
       if (it == slots_.end())
         throw InternalError(fmt::format("kernel compiler: group reads %{} but has no buffer for it", v.node));
+      if (written_.count(it->second)) return kb_.load(g_.type(v).dtype, it->second, off);
       return kb_.load_input(g_.type(v).dtype, it->second, off);
     }
     auto m = memo_.find({v.node, off});
@@ -113,9 +149,8 @@ class GroupEmitter {
     } else if (kind == FusionKind::Row) {
       throw InternalError(fmt::format("kernel compiler: row op %{} read outside its lane", v.node));
     } else if (kind == FusionKind::Reduction) {
-      if (v.node != grp_.anchor || grp_.kind != FusionGroup::Kind::Reduce)
-        throw InternalError(fmt::format("kernel compiler: reduction %{} read outside its group's loop", v.node));
-      r = reduction_value(kb_, g_, n, off, reader(n));
+      // The anchor's value is memoised where the reduction finishes an element.
+      throw InternalError(fmt::format("kernel compiler: reduction %{} read outside its group's loop", v.node));
     } else {
       r = elementwise_value(kb_, g_, n, off, reader(n));
     }
@@ -139,6 +174,10 @@ class GroupEmitter {
   const FusionGroup& grp_;
   std::set<NodeId> members_;
   std::map<Key, size_t> slots_;
+  std::set<size_t> written_;  // input slots the kernel writes in place
+  const ReducePhase phase_;
+  const ReducePlan plan_;
+  size_t scratch_ = 0;  // the scratch buffer's slot (Partial and Finish)
   std::map<std::pair<NodeId, llvm::Value*>, llvm::Value*> memo_;
 };
 
@@ -165,37 +204,127 @@ EmittedKernel KernelCompiler::emit_group(const Graph& g, const FusionGroup& grp,
   if (grp.kind == FusionGroup::Kind::Library) throw InternalError("kernel compiler: a library group has no kernel");
   for (NodeId id : grp.nodes)
     if (!handles(g, id)) throw InternalError(fmt::format("kernel compiler: no kernel for node {} ({})", id, op_name(g.node(id).op)));
-  const auto index = static_cast<uint32_t>(im.kernels.size());
   const NodeId named = grp.anchor != kNoNode ? grp.anchor : grp.root;
-  size_t real = 0;
-  for (NodeId id : grp.nodes) real += !inlined.at(id) || id == grp.root;
-  std::string name = fmt::format("k{}_{}", index, op_name(g.node(named).op));
-  if (real > 1) name += fmt::format("_x{}", real);
-  KernelBuilder kb(*im.module, im.symbols, name + ".body");
-  kb.training = options.training;
-  rt::SizeExpr extent = GroupEmitter(kb, g, grp).emit();
-  kb.finish();
-  llvm::Function* host = emit_host_wrapper(*im.module, kb.fn, name, kb.split());
-  verify(name, kb.fn, host);
+  auto real = [&](const std::function<bool(NodeId)>& which) {
+    size_t n = 0;
+    for (NodeId id : grp.nodes) n += (!inlined.at(id) || id == grp.root) && which(id);
+    return static_cast<uint32_t>(n);
+  };
+  // One kernel, both flavours; a reduce group's kernel of `phase` under `plan`.
+  auto emit_kernel = [&](uint32_t nodes, ReducePhase phase, const ReducePlan& plan, const char* suffix) {
+    const auto index = static_cast<uint32_t>(im.kernels.size());
+    std::string name = fmt::format("k{}_{}", index, op_name(g.node(named).op));
+    if (nodes > 1) name += fmt::format("_x{}", nodes);
+    name += suffix;
+    KernelBuilder kb(*im.module, im.symbols, name + ".body");
+    kb.training = options.training;
+    rt::SizeExpr extent = GroupEmitter(kb, g, grp, phase, plan).emit();
+    kb.finish();
+    llvm::Function* host = emit_host_wrapper(*im.module, kb.fn, name, kb.split());
+    verify(name, kb.fn, host);
+    Impl::Kernel k;
+    k.name = name;
+    k.body = kb.fn;
+    const GpuShape shape = choose_gpu_shape(g, grp, plan, phase);
+    k.gpu_mapping = shape.block_mapped ? rt::GpuMapping::Block : rt::GpuMapping::Thread;
+    k.gpu_block = shape.block;
+    k.nodes = nodes;
+    std::vector<rt::SizeExpr> sizes = std::move(kb.sizes);
+    if (im.gpu_module) {
+      KernelBuilder gb(*im.gpu_module, im.symbols, name + ".body", KernelTarget::Gpu, shape);
+      gb.training = options.training;
+      gb.seed_sizes(sizes);  // the host's slots first: both flavours read one table
+      GroupEmitter(gb, g, grp, phase, plan).emit();
+      gb.finish();
+      verify(name, gb.fn, emit_gpu_kernel(*im.gpu_module, gb.fn, name, shape, gb.direct_buffers()));
+      sizes = std::move(gb.sizes);
+    }
+    im.kernels.push_back(std::move(k));
+    return EmittedKernel{index, std::move(sizes), std::move(extent), kb.grain, std::nullopt};
+  };
+  const ReducePlan plan = grp.kind == FusionGroup::Kind::Reduce ? plan_reduction(g, g.node(grp.anchor)) : ReducePlan{};
+  if (plan.chunks == 1) return emit_kernel(real([](NodeId) { return true; }), ReducePhase::Whole, plan, "");
+  // Two phases: the prologue and the chunks' partials, then the partials' combination and
+  // the epilogue (each kernel counts the members on its side of the anchor, and the anchor).
+  EmittedKernel part = emit_kernel(real([&](NodeId id) { return id <= grp.anchor; }), ReducePhase::Partial, plan, "_partial");
+  EmittedKernel k = emit_kernel(real([&](NodeId id) { return id >= grp.anchor; }), ReducePhase::Finish, plan, "");
+  k.partial = EmittedKernel::Partial{part.kernel, std::move(part.sizes), std::move(part.extent), part.grain,
+                                     plan.scratch_type, plan.scratch_elements};
+  return k;
+}
+
+EmittedKernel KernelCompiler::emit_horizontal(const Graph& g, const std::vector<const FusionGroup*>& groups,
+                                              const std::vector<bool>& inlined, const EmitOptions& options) {
+  Impl& im = *impl_;
+  if (im.finished) throw InternalError("kernel compiler: emit() after finish()");
+  size_t inputs = 0;
+  uint32_t nodes = 0;
+  for (const FusionGroup* grp : groups) {
+    if (grp->kind != FusionGroup::Kind::Loop) throw InternalError("kernel compiler: a horizontal kernel of a non-loop group");
+    for (NodeId id : grp->nodes) {
+      if (!handles(g, id)) throw InternalError(fmt::format("kernel compiler: no kernel for node {} ({})", id, op_name(g.node(id).op)));
+      nodes += !inlined.at(id) || id == grp->root;
+    }
+    inputs += grp->inputs.size();
+  }
+  const auto index = static_cast<uint32_t>(im.kernels.size());
+  const std::string name = fmt::format("k{}_horizontal_x{}", index, groups.size());
+  // Segment s's buffer k: its inputs among all inputs, its outputs among all outputs.
+  std::vector<std::vector<size_t>> maps;
+  size_t in_base = 0, out_base = 0;
+  for (const FusionGroup* grp : groups) {
+    std::vector<size_t> map;
+    for (size_t k = 0; k < grp->inputs.size(); ++k) map.push_back(in_base + k);
+    for (size_t k = 0; k < grp->outputs.size(); ++k) map.push_back(inputs + out_base + k);
+    in_base += grp->inputs.size();
+    out_base += grp->outputs.size();
+    maps.push_back(std::move(map));
+  }
+  // One size table for every segment of both flavours: each body is seeded with the slots
+  // before it; the segments' extents follow the host bodies' slots.
+  std::vector<rt::SizeExpr> sizes;
+  std::vector<Segment> host, gpu;
+  rt::SizeExpr total;
+  std::vector<rt::SizeExpr> extents;
+  for (size_t s = 0; s < groups.size(); ++s) {
+    KernelBuilder kb(*im.module, im.symbols, fmt::format("{}.body{}", name, s));
+    kb.training = options.training;
+    kb.buffer_map = maps[s];
+    kb.seed_sizes(sizes);
+    extents.push_back(GroupEmitter(kb, g, *groups[s], ReducePhase::Whole, ReducePlan{}).emit());
+    kb.finish();
+    host.push_back(Segment{kb.fn, kb.split(), 0});
+    sizes = std::move(kb.sizes);
+  }
+  for (size_t s = 0; s < groups.size(); ++s) {
+    host[s].extent_slot = sizes.size();
+    sizes.push_back(extents[s]);
+    for (const rt::SizeExpr::Term& t : extents[s].terms) total.terms.push_back(t);
+  }
+  llvm::Function* wrapper = emit_host_horizontal(*im.module, name, host);
+  for (const Segment& seg : host) verify(name, seg.body, wrapper);
   Impl::Kernel k;
   k.name = name;
-  k.body = kb.fn;
-  const GpuShape shape = choose_gpu_shape(g, grp);
-  k.gpu_mapping = shape.block_mapped ? rt::GpuMapping::Block : rt::GpuMapping::Thread;
-  k.gpu_block = shape.block;
-  k.nodes = static_cast<uint32_t>(real);
-  std::vector<rt::SizeExpr> sizes = std::move(kb.sizes);
+  k.body = host.front().body;
+  k.gpu_mapping = rt::GpuMapping::Thread;
+  k.gpu_block = 256;
+  k.nodes = nodes;
   if (im.gpu_module) {
-    KernelBuilder gb(*im.gpu_module, im.symbols, name + ".body", KernelTarget::Gpu, shape);
-    gb.training = options.training;
-    gb.seed_sizes(sizes);  // the host's slots first: both flavours read one table
-    GroupEmitter(gb, g, grp).emit();
-    gb.finish();
-    verify(name, gb.fn, emit_gpu_kernel(*im.gpu_module, gb.fn, name, shape, gb.direct_buffers()));
-    sizes = std::move(gb.sizes);
+    for (size_t s = 0; s < groups.size(); ++s) {
+      KernelBuilder gb(*im.gpu_module, im.symbols, fmt::format("{}.body{}", name, s), KernelTarget::Gpu, GpuShape{false, k.gpu_block});
+      gb.training = options.training;
+      gb.buffer_map = maps[s];
+      gb.seed_sizes(sizes);
+      GroupEmitter(gb, g, *groups[s], ReducePhase::Whole, ReducePlan{}).emit();
+      gb.finish();
+      gpu.push_back(Segment{gb.fn, std::nullopt, host[s].extent_slot});
+      sizes = std::move(gb.sizes);
+    }
+    llvm::Function* kernel = emit_gpu_horizontal(*im.gpu_module, name, gpu, k.gpu_block);
+    for (const Segment& seg : gpu) verify(name, seg.body, kernel);
   }
   im.kernels.push_back(std::move(k));
-  return EmittedKernel{index, std::move(sizes), std::move(extent), kb.grain};
+  return EmittedKernel{index, std::move(sizes), std::move(total), 4096, std::nullopt};
 }
 
 }  // namespace modelc

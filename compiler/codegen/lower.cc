@@ -8,6 +8,7 @@
 #include "compiler/codegen/sizes.h"
 #include "compiler/ir/op_registry.h"
 #include "compiler/passes/fusion.h"
+#include "compiler/passes/library_epilogue.h"
 
 namespace modelc {
 
@@ -54,29 +55,84 @@ class Lowering {
     }
     FusionOptions fo;
     fo.enabled = opts_.fusion;
+    fo.in_place = opts_.in_place;
+    fo.horizontal = opts_.horizontal;
     fo.can_emit = [](const Graph& gr, NodeId id) { return KernelCompiler::handles(gr, id); };
     const FusionPlan plan = plan_fusion(g, fo);
     EmitOptions eo;
     eo.training = training;
-    for (const FusionGroup& grp : plan.groups) {
-      const Node& root = g.nodes[grp.root];
+    // Horizontal kernels (plan_horizontal): one instruction at the first group of each run,
+    // reading every group's inputs and writing every group's outputs, in order.
+    std::vector<int> run_of(plan.groups.size(), -1);
+    for (size_t r = 0; r < plan.horizontal.size(); ++r)
+      for (size_t gi : plan.horizontal[r]) run_of.at(gi) = static_cast<int>(r);
+    auto horizontal = [&](const std::vector<size_t>& run) {
       rt::Instr in;
-      in.where = opts_.describe && root.loc.valid() ? opts_.describe(root.loc) : "";
+      const Node& first = g.nodes[plan.groups[run.front()].root];
+      in.where = opts_.describe && first.loc.valid() ? opts_.describe(first.loc) : "";
+      std::vector<const FusionGroup*> groups;
+      for (size_t gi : run) groups.push_back(&plan.groups[gi]);
+      std::vector<size_t> input_base;
+      for (const FusionGroup* grp : groups) {
+        input_base.push_back(in.inputs.size());
+        for (const Value& v : grp->inputs) in.inputs.push_back(buffer_of(v));
+      }
+      for (size_t k = 0; k < groups.size(); ++k)
+        for (size_t o = 0; o < groups[k]->outputs.size(); ++o) {
+          const Value& v = groups[k]->outputs[o];
+          const int over = groups[k]->overwrites.at(o);
+          uint32_t b = over >= 0 ? in.inputs.at(input_base[k] + static_cast<size_t>(over))
+                                 : add_buffer(fmt::format("%{}", v.node), g.type(v), rt::BufferRole::Temp);
+          buf[{v.node, v.index}] = b;
+          in.outputs.push_back(b);
+        }
+      EmittedKernel k = kc_.emit_horizontal(g, groups, plan.inlined, eo);
+      in.kind = rt::Instr::Kind::Kernel;
+      in.kernel = k.kernel;
+      in.sizes = std::move(k.sizes);
+      in.extent = std::move(k.extent);
+      in.grain = k.grain;
+      f.instrs.push_back(std::move(in));
+    };
+    for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
+      const FusionGroup& grp = plan.groups[gi];
+      if (run_of[gi] >= 0) {
+        const std::vector<size_t>& run = plan.horizontal[static_cast<size_t>(run_of[gi])];
+        if (run.front() == gi) horizontal(run);
+        continue;
+      }
+      const Node& root = g.nodes[grp.root];
+      // A library group's op: its root unless it absorbed an epilogue (then root is later).
+      const Node& lib = grp.kind == FusionGroup::Kind::Library ? g.nodes[grp.anchor] : root;
+      rt::Instr in;
+      in.where = opts_.describe && lib.loc.valid() ? opts_.describe(lib.loc) : "";
       if (grp.kind == FusionGroup::Kind::Library) {
-        for (const Value& v : root.inputs) in.inputs.push_back(buffer_of(v));
+        for (const Value& v : lib.inputs) in.inputs.push_back(buffer_of(v));
+        if (grp.epilogue_bias.valid()) {
+          // After every tensor parameter of the op, absent ones included (conv2d's bias).
+          size_t own = 0;
+          for (const ParamSpec& p : op_info(lib.op).params) own += p.kind == ParamKind::Tensor || p.kind == ParamKind::OptTensor;
+          while (in.inputs.size() < own) in.inputs.push_back(rt::kNoBuffer);
+          in.inputs.push_back(buffer_of(grp.epilogue_bias));
+        }
       } else {
         for (const Value& v : grp.inputs) in.inputs.push_back(buffer_of(v));
       }
       const std::vector<Value> outs = grp.kind == FusionGroup::Kind::Library ? all_outputs(grp.root, root) : grp.outputs;
-      for (const Value& v : outs) {
-        uint32_t b = add_buffer(fmt::format("%{}", v.node), g.type(v), rt::BufferRole::Temp);
+      for (size_t o = 0; o < outs.size(); ++o) {
+        const Value& v = outs[o];
+        // An in-place update writes over the persistent buffer it read (plan_in_place).
+        const int over = grp.kind == FusionGroup::Kind::Library ? -1 : grp.overwrites.at(o);
+        uint32_t b = over >= 0 ? in.inputs.at(static_cast<size_t>(over))
+                               : add_buffer(fmt::format("%{}", v.node), g.type(v), rt::BufferRole::Temp);
         buf[{v.node, v.index}] = b;
         in.outputs.push_back(b);
       }
       if (grp.kind == FusionGroup::Kind::Library) {
         in.kind = rt::Instr::Kind::Library;
-        in.op = op_info(root.op).name;
-        library_attrs(root, in);
+        in.op = op_info(lib.op).name;
+        library_attrs(lib, in);
+        library_epilogue(g, grp, in);
       } else {
         EmittedKernel k = kc_.emit_group(g, grp, plan.inlined, eo);
         in.kind = rt::Instr::Kind::Kernel;
@@ -84,6 +140,22 @@ class Lowering {
         in.sizes = std::move(k.sizes);
         in.extent = std::move(k.extent);
         in.grain = k.grain;
+        if (k.partial) {
+          // A two-phase reduction: its Partial kernel first, from the group's inputs into a
+          // scratch buffer, which this (Finish) kernel reads after the group's inputs.
+          rt::Instr part;
+          part.where = in.where;
+          part.kind = rt::Instr::Kind::Kernel;
+          part.kernel = k.partial->kernel;
+          part.sizes = std::move(k.partial->sizes);
+          part.extent = std::move(k.partial->extent);
+          part.grain = k.partial->grain;
+          part.inputs = in.inputs;
+          const TensorType scratch{k.partial->scratch_type, {Dim(k.partial->scratch_elements)}};
+          part.outputs = {add_buffer(fmt::format("%{}.partials", grp.anchor), scratch, rt::BufferRole::Temp)};
+          in.inputs.push_back(part.outputs[0]);
+          f.instrs.push_back(std::move(part));
+        }
       }
       f.instrs.push_back(std::move(in));
     }
@@ -140,6 +212,15 @@ class Lowering {
     std::vector<Value> v;
     for (uint32_t k = 0; k < n.outputs.size(); ++k) v.push_back({id, k});
     return v;
+  }
+
+  // runtime/program.h: ints["epilogue"] = {bias, activation} when the group absorbed one
+  // (its bias is the input after the op's own).
+  static void library_epilogue(const Graph& g, const FusionGroup& grp, rt::Instr& in) {
+    if (grp.nodes.size() == 1) return;
+    const rt::EpilogueActivation act = grp.epilogue_activation == kNoNode ? rt::EpilogueActivation::None
+                                                                           : epilogue_activation(g, grp.epilogue_activation);
+    in.ints["epilogue"] = {grp.epilogue_bias.valid() ? 1 : 0, static_cast<int64_t>(act)};
   }
 
   static void library_attrs(const Node& n, rt::Instr& in) {

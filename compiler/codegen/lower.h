@@ -25,6 +25,12 @@ struct LowerOptions {
   // Fuse elementwise chains into reductions and each other (compiler/passes/fusion.h);
   // false: one kernel per node (`-fno-fusion`).
   bool fusion = true;
+  // With fusion, write the optimizer's updates over the old values (plan_in_place); false:
+  // new values are copied back after the step (for tests comparing the two).
+  bool in_place = true;
+  // With fusion, emit the optimizer's updates of all parameters as one kernel
+  // (plan_horizontal); false: one kernel per parameter.
+  bool horizontal = true;
   // Also compile the kernels for NVPTX into Program::ptx, for this target ("sm_80",
   // "sm_90"); empty: no PTX.
   std::string ptx_target;

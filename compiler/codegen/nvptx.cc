@@ -10,10 +10,12 @@
 //    4 consecutive work items per step (the loads and stores of the 4 inlined bodies merge
 //    into ld.global.v4 / st.global.v4), and the last extent % 4 items go one per thread.
 //    Otherwise (or for a kernel without such a buffer) one work item per step.
-//  - Block-mapped (row groups; reductions over many elements, or with few outputs): one
-//    work item per block (grid-stride over blocks), the block's threads cooperating through
-//    KernelBuilder's primitives (gpu_primitives.cc). The block size follows the row length:
-//    about 4 elements per thread, a multiple of 32 in [32, 1024].
+//  - Block-mapped (row groups; reductions over many elements, or with few work items, and
+//    the Partial kernels of two-phase reductions): one work item per block (grid-stride
+//    over blocks), the block's threads cooperating through KernelBuilder's primitives
+//    (gpu_primitives.cc; a column reduction's tile splits the block into columns and
+//    rows). The block size follows the work item's elements: about 4 per thread, a
+//    multiple of 32 in [32, 1024].
 // Every kernel carries .reqntid: it must be launched with exactly gpu_block threads. The
 // ABI and the grid the runtime launches are in runtime/program.h (KernelDesc).
 #include <mutex>
@@ -103,17 +105,14 @@ std::unique_ptr<llvm::Module> new_gpu_module(llvm::LLVMContext& ctx) {
   return m;
 }
 
-GpuShape choose_gpu_shape(const Graph& g, const FusionGroup& grp) {
+GpuShape choose_gpu_shape(const Graph& g, const FusionGroup& grp, const ReducePlan& plan, ReducePhase phase) {
   GpuShape thread{false, kThreadBlock};
   if (grp.kind == FusionGroup::Kind::Row) return {true, block_for(estimate({row_length(g, g.node(grp.anchor))}))};
   if (grp.kind != FusionGroup::Kind::Reduce || grp.anchor == kNoNode) return thread;
-  const Node& a = g.node(grp.anchor);
-  if (a.op == OpKind::CrossEntropy)  // the block strides over positions, a row each
-    return {true, block_for(kItemsPerThread * estimate(g.type(a.inputs.at(1)).shape))};
-  const int64_t reduced = estimate({reduced_count(g, a)});
-  const int64_t outputs = estimate(g.type(Value{grp.root, 0}).shape);
-  // Many elements per output, or too few outputs to fill the GPU with one thread each.
-  if (reduced >= 256 || outputs * 32 <= reduced) return {true, block_for(reduced)};
+  // Many elements per work item (cross_entropy: a position per thread), or too few work
+  // items to fill the GPU with one thread each (kernels_reduce.cc, reduction_work).
+  const ReduceWork w = reduction_work(g, g.node(grp.anchor), plan, phase);
+  if (w.gpu_elements > 0) return {true, block_for(w.gpu_elements)};
   return thread;
 }
 
@@ -186,6 +185,37 @@ llvm::Function* emit_gpu_kernel(llvm::Module& m, llvm::Function* body, const std
   }
   annotate(m, f, "kernel", 1);
   annotate(m, f, "reqntidx", shape.block);
+  return f;
+}
+
+llvm::Function* emit_gpu_horizontal(llvm::Module& m, const std::string& name, const std::vector<Segment>& segments,
+                                    uint32_t block) {
+  llvm::IRBuilder<> b(m.getContext());
+  llvm::Function* f = declare_kernel_entry(m, name);
+  llvm::Value *buffers = f->getArg(0), *sizes = f->getArg(1), *begin = f->getArg(2), *end = f->getArg(3);
+  b.SetInsertPoint(llvm::BasicBlock::Create(m.getContext(), "entry", f));
+  llvm::Type* i64 = b.getInt64Ty();
+  llvm::Value* table = b.CreateAddrSpaceCast(sizes, b.getPtrTy(1));
+  llvm::Value* ctaid = sreg(b, llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x);
+  llvm::Value* nctaid = sreg(b, llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x);
+  llvm::Value* tid = sreg(b, llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x);
+  llvm::Value* thread = b.CreateAdd(b.CreateMul(ctaid, b.getInt64(block)), tid, "thread");
+  llvm::Value* stride = b.CreateMul(nctaid, b.getInt64(block), "stride");
+  llvm::Value* off = b.getInt64(0);
+  for (const Segment& s : segments) {
+    llvm::LoadInst* n = b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, table, s.extent_slot), "segment");
+    n->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(m.getContext(), {}));
+    llvm::Value* lo = b.CreateSub(begin, off);
+    lo = b.CreateSelect(b.CreateICmpSLT(lo, b.getInt64(0)), b.getInt64(0), lo);
+    llvm::Value* hi = b.CreateSub(end, off);
+    hi = b.CreateSelect(b.CreateICmpSLT(hi, n), hi, n);
+    stride_loop(b, f, b.CreateAdd(lo, thread), hi, stride,
+                [&](llvm::Value* i) { b.CreateCall(s.body, {i, buffers, sizes}); }, "segment");
+    off = b.CreateAdd(off, n);
+  }
+  b.CreateRetVoid();
+  annotate(m, f, "kernel", 1);
+  annotate(m, f, "reqntidx", block);
   return f;
 }
 

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "compiler/ir/op_registry.h"
+#include "compiler/passes/library_epilogue.h"
 
 namespace modelc {
 namespace {
@@ -34,6 +36,7 @@ class Planner {
   }
 
   FusionPlan run() {
+    plan_epilogues();
     for (NodeId id = n_; id-- > 0;) assign(id);
     // Groups were created from the last node backwards; a group's root is its last member
     // and every value another group reads is a root, so ordering by root is topological.
@@ -77,7 +80,7 @@ class Planner {
     FusionGroup grp;
     grp.kind = kind;
     grp.root = id;
-    if (kind == FusionGroup::Kind::Reduce || kind == FusionGroup::Kind::Row) grp.anchor = id;
+    if (kind != FusionGroup::Kind::Loop) grp.anchor = id;
     grp.nodes.push_back(id);
     groups_.push_back(std::move(grp));
     group_of_[id] = static_cast<int>(groups_.size() - 1);
@@ -94,6 +97,7 @@ class Planner {
   void assign(NodeId id) {
     const Role r = role_[id];
     if (r == Role::Buffer) return;
+    if (absorb_epilogue(id)) return;
     if (inlinable(id)) {
       plan_.inlined[id] = true;
       // Materialised too when a library call or the graph's outputs read it.
@@ -119,31 +123,6 @@ class Planner {
     new_group(id, kind_of(r));
   }
 
-  // A reduction that keeps the input's innermost axis (bias gradients: sum over [B, T] of
-  // [B, T, C]) walks its input with a stride, one output column per work item. A prologue
-  // would multiply that strided traffic by the number of buffers it reads (measured: the
-  // layer_norm step 2x slower), so such a reduction reads a stored input instead.
-  bool column_reduction(NodeId id) const {
-    const Node& n = g_.nodes[id];
-    const Shape& in = g_.type(n.inputs.at(0)).shape;
-    if (in.empty() || in.back() == Dim(1) || !n.attrs.has("axes")) return false;
-    const Ints& axes = n.attrs.ints("axes");
-    return std::find(axes.begin(), axes.end(), static_cast<int64_t>(in.size()) - 1) == axes.end();
-  }
-
-  // A reduction to fewer than 64 values (a loss, a squared norm) runs on at most that many
-  // threads: a prologue there would move elementwise work from every core to one (measured:
-  // bias+gelu+dropout+residual feeding mean(y*y) 2.6x slower). Until reductions split into
-  // partial sums, such a reduction reads a stored input.
-  bool few_outputs(NodeId id) const {
-    int64_t n = 1;
-    for (const Dim& d : shape(id)) {
-      if (!d.is_const()) return false;
-      n *= d.const_value();
-    }
-    return n < 64;
-  }
-
   // The group `id` can join (every user in it, read element for element), or -1.
   int fusible_into(NodeId id) const {
     const std::vector<Use>& us = users_[id];
@@ -159,7 +138,6 @@ class Planner {
     if (grp.kind == FusionGroup::Kind::Library) return -1;
     for (const Use& u : us) {
       const bool anchor_input = u.user == grp.anchor && u.input == 0;
-      if (anchor_input && (column_reduction(grp.anchor) || few_outputs(grp.anchor))) return -1;
       if (u.user == grp.anchor && !anchor_input) return -1;  // layer_norm's weight, the targets
       if (!anchor_input && shape(u.user) != shape(id)) return -1;  // broadcast or one_hot: not element for element
     }
@@ -210,6 +188,75 @@ class Planner {
     }
   }
 
+  // ------------------------------------------------------------ library epilogues
+  // A matmul or conv2d (a library call) absorbs a following bias add and then an activation
+  // (compiler/passes/library_epilogue.h), each only when it is the one reader of the value
+  // before it and that value is no graph output. Decided before the backward walk, which
+  // meets the activation before the op.
+  struct Epilogue {
+    NodeId op = kNoNode, add = kNoNode, activation = kNoNode;
+    Value bias;
+  };
+
+  // The emittable elementwise node that is the only reader of `id` (reading it once), or
+  // kNoNode when there is none, another reader, or `id` is an output.
+  NodeId sole_user(NodeId id) const {
+    if (sink_[id] || users_[id].size() != 1 || g_.nodes[id].outputs.size() != 1) return kNoNode;
+    const NodeId u = users_[id][0].user;
+    return role_[u] == Role::Elem && epilogue_tail_[u] == kNoNode ? u : kNoNode;
+  }
+
+  void plan_epilogues() {
+    epilogue_tail_.assign(n_, kNoNode);
+    if (!o_.enabled || !o_.library_epilogues) return;
+    for (NodeId id = 0; id < n_; ++id) {
+      if (role_[id] != Role::Library) continue;
+      const std::optional<EpilogueAnchor> anchor = epilogue_anchor(g_, id);
+      if (!anchor) continue;
+      Epilogue e;
+      e.op = id;
+      NodeId tail = id;
+      if (NodeId add = sole_user(tail); add != kNoNode && anchor->takes_bias) {
+        // The bias is read from memory: a recomputed (inlined) value would need a kernel.
+        if (Value b = epilogue_bias(g_, add, tail, anchor->bias_axis); b.valid() && !inlinable(b.node)) {
+          e.add = add, e.bias = b;
+          tail = add;
+        }
+      }
+      if (NodeId act = sole_user(tail); act != kNoNode && shape(act) == shape(tail) &&
+                                        epilogue_activation(g_, act) != rt::EpilogueActivation::None) {
+        e.activation = act;
+        tail = act;
+      }
+      if (tail == id) continue;
+      for (NodeId m : {e.op, e.add, e.activation})
+        if (m != kNoNode) epilogue_tail_[m] = tail;
+      epilogues_[tail] = e;
+    }
+  }
+
+  // Places a member of an epilogue chain: its last node opens the library group (the walk
+  // is backwards), the others join it. False for every other node.
+  bool absorb_epilogue(NodeId id) {
+    const NodeId tail = epilogue_tail_[id];
+    if (tail == kNoNode) return false;
+    if (id == tail) {
+      const Epilogue& e = epilogues_.at(tail);
+      FusionGroup& grp = groups_[static_cast<size_t>(new_group(id, FusionGroup::Kind::Library))];
+      grp.anchor = e.op;
+      grp.epilogue_bias = e.bias;
+      grp.epilogue_activation = e.activation;
+    } else {
+      const int gi = group_of_[tail];
+      groups_[static_cast<size_t>(gi)].nodes.push_back(id);
+      group_of_[id] = gi;
+    }
+    return true;
+  }
+
+  std::vector<NodeId> epilogue_tail_;      // per node: the last node of its epilogue chain
+  std::map<NodeId, Epilogue> epilogues_;   // by last node
+
   const Graph& g_;
   const FusionOptions& o_;
   const NodeId n_;
@@ -233,9 +280,23 @@ const char* kind_name(FusionGroup::Kind k) {
 
 std::string value_str(const Value& v) { return v.index ? fmt::format("%{}.{}", v.node, v.index) : fmt::format("%{}", v.node); }
 
+// "bias + relu", "bias", "gelu_tanh": what a library group's epilogue applies.
+std::string epilogue_str(const Graph& g, const FusionGroup& grp) {
+  std::string s = grp.epilogue_bias.valid() ? "bias" : "";
+  if (grp.epilogue_activation != kNoNode)
+    s += std::string(s.empty() ? "" : " + ") + rt::epilogue_activation_name(epilogue_activation(g, grp.epilogue_activation));
+  return s;
+}
+
 }  // namespace
 
-FusionPlan plan_fusion(const Graph& g, const FusionOptions& options) { return Planner(g, options).run(); }
+FusionPlan plan_fusion(const Graph& g, const FusionOptions& options) {
+  FusionPlan plan = Planner(g, options).run();
+  if (options.enabled && options.in_place) plan_in_place(g, plan);
+  if (options.enabled && options.horizontal) plan_horizontal(g, plan);
+  for (FusionGroup& grp : plan.groups) grp.overwrites.resize(grp.outputs.size(), -1);
+  return plan;
+}
 
 std::string print_fusion(const Graph& g, const FusionPlan& plan,
                          const std::function<std::string(SourceLoc)>& describe) {
@@ -245,12 +306,26 @@ std::string print_fusion(const Graph& g, const FusionPlan& plan,
     ++kernels;
     fused += grp.nodes.size();
   }
-  std::string s = fmt::format("fusion of model {}: {} kernels for {} nodes, {} library calls\n", g.name, kernels,
+  std::string s = fmt::format("fusion of model {}: {} kernels for {} nodes, {} library calls", g.name, kernels,
                               fused, plan.groups.size() - kernels);
+  // Horizontal runs: their groups' numbers as printed.
+  std::vector<size_t> number(plan.groups.size(), 0);
+  for (size_t gi = 0, k = 0; gi < plan.groups.size(); ++gi)
+    if (plan.groups[gi].kind != FusionGroup::Kind::Library) number[gi] = k++;
+  std::vector<std::string> horizontal(plan.groups.size());
+  for (size_t r = 0; r < plan.horizontal.size(); ++r) {
+    const std::vector<size_t>& run = plan.horizontal[r];
+    for (size_t gi : run)
+      horizontal[gi] = fmt::format("  horizontal: one kernel with groups {} to {}\n", number[run.front()], number[run.back()]);
+    s += fmt::format("{}groups {} to {} as one kernel", r == 0 ? " (" : ", ", number[run.front()], number[run.back()]);
+  }
+  s += plan.horizontal.empty() ? "\n" : ")\n";
   size_t k = 0;
-  for (const FusionGroup& grp : plan.groups) {
-    if (grp.kind == FusionGroup::Kind::Library) continue;
-    s += fmt::format("\ngroup {} ({}", k++, kind_name(grp.kind));
+  for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
+    const FusionGroup& grp = plan.groups[gi];
+    if (grp.kind == FusionGroup::Kind::Library && grp.nodes.size() == 1) continue;
+    if (grp.kind == FusionGroup::Kind::Library) s += "\nlibrary call (epilogue " + epilogue_str(g, grp);  // no kernel
+    else s += fmt::format("\ngroup {} ({}", k++, kind_name(grp.kind));
     if (grp.anchor != kNoNode) s += fmt::format(", anchor %{} {}", grp.anchor, op_name(g.nodes[grp.anchor].op));
     s += fmt::format(", {} node{})\n", grp.nodes.size(), grp.nodes.size() == 1 ? "" : "s");
     s += "  nodes:";
@@ -260,8 +335,13 @@ std::string print_fusion(const Graph& g, const FusionPlan& plan,
     if (grp.inputs.empty()) s += " (nothing)";
     for (const Value& v : grp.inputs) s += " " + value_str(v);
     s += "\n  writes:";
-    for (const Value& v : grp.outputs) s += fmt::format(" {} {}", value_str(v), g.type(v).str());
-    s += "\n";
+    for (size_t o = 0; o < grp.outputs.size(); ++o) {
+      const Value& v = grp.outputs[o];
+      s += fmt::format(" {} {}", value_str(v), g.type(v).str());
+      if (o < grp.overwrites.size() && grp.overwrites[o] >= 0)
+        s += fmt::format(" (over {})", value_str(grp.inputs.at(static_cast<size_t>(grp.overwrites[o]))));
+    }
+    s += "\n" + horizontal[gi];
     // The source lines the members came from, in order, each once.
     std::vector<std::string> where;
     for (NodeId id : grp.nodes) {

@@ -8,6 +8,7 @@
 // the scatter-adds of the input gradient are race-free and deterministic.
 #include "runtime/tensor.h"
 #include "kernels/cpu/conv.h"
+#include "kernels/cpu/epilogue.h"
 #include "kernels/cpu/gemm.h"
 
 #include <fmt/format.h>
@@ -122,13 +123,20 @@ const TensorArg* conv_bias(const LibCall& c, const ConvGeom& g) {
   return bias;
 }
 
+ConvEpilogue conv_epilogue(const LibCall& c, const ConvGeom& g) {
+  const TensorArg* own = conv_bias(c, g);
+  const Epilogue e = read_epilogue(c, 3, g.O, "output channel");
+  if (own && e.bias) c.fail("has a bias of its own (input 2) and an epilogue bias (input 3); a convolution takes one");
+  return {own ? own->f32() : e.bias, e.act};
+}
+
 void conv2d_im2col(const LibCall& c) {
-  c.expect_arity(2, 3, 1, 1);
+  c.expect_arity(2, 4, 1, 1);
   const TensorArg& x = c.in(0);
   const TensorArg& w = c.in(1);
   const TensorArg& y = c.out(0);
   ConvGeom g = conv_geometry(c, x, w, y, "input", "weight", "output");
-  const TensorArg* bias = conv_bias(c, g);
+  const ConvEpilogue epi = conv_epilogue(c, g);
   int64_t P = g.HO * g.WO, CK = col_rows(g), NB = block_images(g);
   std::vector<float> col(static_cast<size_t>(CK * NB * P)), tmp(static_cast<size_t>(g.Og * NB * P));
   for (int64_t n0 = 0; n0 < g.N; n0 += NB) {
@@ -139,10 +147,11 @@ void conv2d_im2col(const LibCall& c) {
       c.pool->parallel_for(nb * g.Og, 1, [&](int64_t q0, int64_t q1) {
         for (int64_t q = q0; q < q1; ++q) {
           int64_t n = q / g.Og, o = q % g.Og, oc = grp * g.Og + o;
-          float b = bias ? bias->f32()[oc] : 0.0f;
+          float b = epi.bias ? epi.bias[oc] : 0.0f;
           const float* src = tmp.data() + o * nb * P + n * P;
           float* dst = y.f32() + ((n0 + n) * g.O + oc) * P;
           for (int64_t p = 0; p < P; ++p) dst[p] = src[p] + b;
+          apply_activation(epi.act, dst, P);
         }
       });
     }

@@ -25,4 +25,13 @@ ConvGeom conv_geometry(const LibCall& c, const TensorArg& x, const TensorArg& w,
 // it is f32[O].
 const TensorArg* conv_bias(const LibCall& c, const ConvGeom& g);
 
+// What a forward convolution adds and applies to its result: its own bias (input 2) or an
+// epilogue bias (input 3; runtime/program.h, ints["epilogue"]), never both, and the
+// epilogue's activation. Fails naming the op and location on a malformed epilogue.
+struct ConvEpilogue {
+  const float* bias = nullptr;  // f32[O] or none
+  rt::EpilogueActivation act = rt::EpilogueActivation::None;
+};
+ConvEpilogue conv_epilogue(const LibCall& c, const ConvGeom& g);
+
 }  // namespace modelc::kernels

@@ -36,9 +36,13 @@ void serial_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float
 }
 
 void parallel_sgemm(rt::ThreadPool& pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                    const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+                    const float* B, int64_t ldb, float beta, float* C, int64_t ldc, const GemmBlockFn& after) {
   // Below ~1 MFLOP a split costs more than it gains.
-  if (gemm_threading() == GemmThreading::OpenBlas || pool.size() == 1 || 2 * M * N * K < (1 << 20)) return serial_sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+  if (gemm_threading() == GemmThreading::OpenBlas || pool.size() == 1 || 2 * M * N * K < (1 << 20)) {
+    serial_sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    if (after && M > 0 && N > 0) after(0, M, 0, N);
+    return;
+  }
   if (M >= N) {
     // Row blocks of C: rows of op(A).
     int64_t grain = std::max<int64_t>(16, (M + pool.size() - 1) / pool.size());
@@ -46,6 +50,7 @@ void parallel_sgemm(rt::ThreadPool& pool, bool ta, bool tb, int64_t M, int64_t N
     pool.parallel_for(M, grain, [&](int64_t m0, int64_t m1) {
       const float* a = ta ? A + m0 : A + m0 * lda;
       serial_sgemm(ta, tb, m1 - m0, N, K, a, lda, B, ldb, beta, C + m0 * ldc, ldc);
+      if (after) after(m0, m1, 0, N);
     });
   } else {
     int64_t grain = std::max<int64_t>(16, (N + pool.size() - 1) / pool.size());
@@ -53,6 +58,7 @@ void parallel_sgemm(rt::ThreadPool& pool, bool ta, bool tb, int64_t M, int64_t N
     pool.parallel_for(N, grain, [&](int64_t n0, int64_t n1) {
       const float* b = tb ? B + n0 * ldb : B + n0;
       serial_sgemm(ta, tb, M, n1 - n0, K, A, lda, b, ldb, beta, C + n0, ldc);
+      if (after) after(0, M, n0, n1);
     });
   }
 }

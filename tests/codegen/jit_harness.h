@@ -94,6 +94,35 @@ struct RawBuffers {
   }
 };
 
+// Runs host kernel `kernel` (of `descs`) over its whole extent in random chunks [begin, end).
+inline void run_chunks(const std::vector<rt::KernelDesc>& descs, uint32_t kernel, const std::vector<rt::SizeExpr>& table,
+                       const rt::SizeExpr& extent_expr, const std::vector<int64_t>& symvals, void* const* buffers) {
+  std::vector<int64_t> sizes;
+  for (const rt::SizeExpr& s : table) sizes.push_back(s.eval(symvals));
+  const int64_t extent = extent_expr.eval(symvals);
+  rt::HostKernelFn fn = descs.at(kernel).host;
+  for (int64_t begin = 0; begin < extent;) {
+    int64_t end = std::min(extent, begin + rnd(1, std::max<int64_t>(1, extent / 3 + 1)));
+    fn(buffers, sizes.data(), begin, end);
+    begin = end;
+  }
+}
+
+// Runs an emitted kernel with the buffers `io` (inputs, then outputs); a two-phase
+// reduction's Partial kernel first, into a NaN-filled scratch buffer between the inputs
+// and the outputs of the second kernel.
+inline void run_emitted(const std::vector<rt::KernelDesc>& descs, const EmittedKernel& k,
+                        const std::vector<int64_t>& symvals, RawBuffers& io) {
+  if (!k.partial) return run_chunks(descs, k.kernel, k.sizes, k.extent, symvals, io.ptrs.data());
+  std::vector<float> scratch(static_cast<size_t>(k.partial->scratch_elements), std::nanf(""));  // f32 or i32 words
+  std::vector<void*> first(io.ptrs.begin(), io.ptrs.begin() + static_cast<std::ptrdiff_t>(io.inputs));
+  first.push_back(scratch.data());
+  run_chunks(descs, k.partial->kernel, k.partial->sizes, k.partial->extent, symvals, first.data());
+  std::vector<void*> second = first;
+  second.insert(second.end(), io.ptrs.begin() + static_cast<std::ptrdiff_t>(io.inputs), io.ptrs.end());
+  run_chunks(descs, k.kernel, k.sizes, k.extent, symvals, second.data());
+}
+
 // Runs a compiled kernel over its whole extent in random chunks [begin, end), with the
 // inputs (in node order; nullptr where an optional input is absent) and the symbol values
 // `dims` (+ $seed, $step). Returns the outputs as RefTensors of their dtype.
@@ -102,15 +131,7 @@ inline std::vector<RefTensor> run_kernel(const Compiled& c, const Node& n, const
                                          uint64_t step = 0) {
   std::vector<int64_t> symvals = symbol_values(c.symbols, dims, seed, step);
   RawBuffers io(ins, n.outputs, dims);
-  std::vector<int64_t> sizes;
-  for (const rt::SizeExpr& s : c.kernel.sizes) sizes.push_back(s.eval(symvals));
-  const int64_t extent = c.kernel.extent.eval(symvals);
-  rt::HostKernelFn fn = c.descs.at(c.kernel.kernel).host;
-  for (int64_t begin = 0; begin < extent;) {
-    int64_t end = std::min(extent, begin + rnd(1, std::max<int64_t>(1, extent / 3 + 1)));
-    fn(io.ptrs.data(), sizes.data(), begin, end);
-    begin = end;
-  }
+  run_emitted(c.descs, c.kernel, symvals, io);
   return io.read_outputs();
 }
 

@@ -255,6 +255,18 @@ TEST(KernelsElementwise, BroadcastReadsSplitTheHostLoopIntoRowsAndColumns) {
   EXPECT_FALSE(split_loop(*compile_node(plain.g, plain.node)));
 }
 
+TEST(KernelsElementwise, BroadcastToReadsItsInputUnderNumpyBroadcasting) {
+  for (int rep = 0; rep < 12; ++rep) {
+    auto out = random_shape(rnd(0, 4), 1, rep < 6 ? 7 : 40);
+    RefTensor x = random_tensor(DType::F32, broadcast_from(out));
+    Shape target;
+    for (int64_t d : out) target.push_back(Dim(d));
+    check_op(build_op(OpKind::BroadcastTo, {type_of(x)}, attrs({{"shape", target}})), {x}, 0);
+  }
+  RefTensor ids = random_tensor(DType::I32, {3, 1}, -5, 5);
+  check_op(build_op(OpKind::BroadcastTo, {type_of(ids)}, attrs({{"shape", Shape{2, 3, 20}}})), {ids}, 0);
+}
+
 TEST(KernelsElementwise, CausalMaskSplitsByTheKeyAxis) {
   for (int rep = 0; rep < 4; ++rep) {
     RefTensor x = random_tensor(DType::F32, {rnd(1, 3), rnd(1, 20), rnd(16, 40)});

@@ -3,8 +3,14 @@
 // layer_norm with and without weight and bias, cross_entropy (and NaN for a bad target),
 // a symbolic batch; and the compiler's error paths.
 //
+// Column reductions in tiles of 16 columns, and reductions with few outputs over many
+// elements in two phases (partials over chunks, then their combination), scalar, rows,
+// tiles and cross_entropy, with symbolic sizes; each kernel runs in random chunks
+// [begin, end) of its work items, as the executor splits them.
+//
 // Tolerances (relative, as expect_near): sums accumulate in f64, so 1e-6 holds even for
-// 1e5 elements; row ops 1e-5 (f32 exp and normalisation); i32 sums exact.
+// 1e5 elements (and for two phases, whose f64 partials are kept to about 2^-48); row ops
+// and cross_entropy 1e-5 (f32 exp and normalisation); max and i32 sums exact.
 #include <limits>
 
 #include "tests/codegen/jit_harness.h"
@@ -118,6 +124,98 @@ TEST(KernelsReduce, SymbolicBatchReductionAndRows) {
     expect_near(run_kernel(*cs, s.g.node(s.node), {&x}, {{"B", bv}, {"T", tv}}).at(0), run_op(s, {x})[0], 1e-6);
     RefTensor y = random_tensor(DType::F32, {bv, tv}, -5, 5);
     expect_near(run_kernel(*csm, sm.g.node(sm.node), {&y}, {{"B", bv}, {"T", tv}}).at(0), run_op(sm, {y})[0], 1e-5);
+  }
+}
+
+// Column reductions (the innermost axis kept) take tiles of 16 columns per work item:
+// column counts below, at and around multiples of 16 (a last tile that is not full), a kept
+// group before the reduced one, keepdims, every kind and an i32 sum.
+TEST(KernelsReduce, ColumnReductionsInTiles) {
+  for (OpKind k : {OpKind::Sum, OpKind::Mean, OpKind::Max}) {
+    for (int64_t cols : {rnd(2, 15), int64_t{16}, int64_t{17}, rnd(18, 70)}) {
+      const int64_t rows = rnd(1, 40);
+      RefTensor x = random_tensor(DType::F32, {rows, cols}, -2, 2);
+      check_op(build_op(k, {type_of(x)}, attrs({{"axes", Ints{0}}, {"keepdims", rnd(0, 1) == 1}})), {x}, 1e-6);
+      RefTensor y = random_tensor(DType::F32, {rnd(1, 4), rows, cols}, -2, 2);
+      check_op(build_op(k, {type_of(y)}, attrs({{"axes", Ints{1}}})), {y}, 1e-6);
+      check_op(build_op(k, {type_of(y)}, attrs({{"axes", Ints{0, 1}}})), {y}, 1e-6);
+    }
+  }
+  RefTensor i = random_tensor(DType::I32, {rnd(1, 30), rnd(17, 40)}, -1000, 1000);
+  check_op(build_op(OpKind::Sum, {type_of(i)}, attrs({{"axes", Ints{0}}})), {i}, 0);
+}
+
+// Emits op's node and says whether it runs in two phases (a partial kernel over chunks of
+// the reduced elements, then one that combines the partials).
+bool two_phase(const OneOp& o) { return compile_node(o.g, o.node)->kernel.partial.has_value(); }
+
+// Few outputs over many elements: two phases, with chunk counts that do not divide the
+// reduced extent; a scalar, three rows, columns in tiles (the partials per tile), two
+// reduced groups around a kept one; every kind, i32 sums, NaN in one chunk of a max.
+TEST(KernelsReduce, TwoPhaseReductions) {
+  const std::vector<std::pair<std::vector<int64_t>, Ints>> cases = {
+      {{rnd(20000, 70000)}, {0}},                   // one output
+      {{3, rnd(9000, 20000)}, {1}},                 // three rows
+      {{rnd(9000, 20000), rnd(17, 40)}, {0}},       // few tiles of many rows
+      {{rnd(2, 4), rnd(3000, 9000), 5}, {0, 1}},    // one tile
+      {{rnd(3000, 6000), 3, 7}, {0, 2}},            // chunks of the longer reduced group
+  };
+  for (const auto& [shape, axes] : cases) {
+    for (OpKind k : {OpKind::Sum, OpKind::Mean, OpKind::Max}) {
+      RefTensor x = random_tensor(DType::F32, shape, -2, 2);
+      OneOp o = build_op(k, {type_of(x)}, attrs({{"axes", axes}}));
+      ASSERT_FALSE(o.error) << o.error->message;
+      EXPECT_TRUE(two_phase(o)) << x.shape_str();
+      check_op(o, {x}, 1e-6);
+    }
+    RefTensor i = random_tensor(DType::I32, shape, -1000, 1000);
+    check_op(build_op(OpKind::Sum, {type_of(i)}, attrs({{"axes", axes}})), {i}, 0);
+  }
+  RefTensor x = random_tensor(DType::F32, {rnd(20000, 40000)});
+  x.data[static_cast<size_t>(rnd(0, x.numel() - 1))] = std::numeric_limits<double>::quiet_NaN();
+  check_op(build_op(OpKind::Max, {type_of(x)}), {x}, 0);
+  check_op(build_op(OpKind::Sum, {type_of(x)}), {x}, 0);
+  // Few elements stay one phase.
+  EXPECT_FALSE(two_phase(build_op(OpKind::Sum, {f32({1000})})));
+  EXPECT_FALSE(two_phase(build_op(OpKind::Sum, {f32({100, 9000})}, attrs({{"axes", Ints{1}}}))));  // 100 outputs
+}
+
+// cross_entropy over many positions: two phases (chunks of positions), and a bad target
+// in any chunk still makes the loss NaN.
+TEST(KernelsReduce, TwoPhaseCrossEntropy) {
+  const int64_t positions = rnd(600, 1500), classes = rnd(17, 40);
+  RefTensor logits = random_tensor(DType::F32, {positions, classes}, -8, 8);
+  RefTensor targets = random_tensor(DType::I32, {positions}, 0, static_cast<double>(classes));
+  OneOp o = build_op(OpKind::CrossEntropy, {type_of(logits), type_of(targets)});
+  EXPECT_TRUE(two_phase(o));
+  check_op(o, {logits, targets}, 1e-5);
+  targets.data[static_cast<size_t>(rnd(0, positions - 1))] = -1;
+  auto c = compile_node(o.g, o.node);
+  RefTensor got = run_kernel(*c, o.g.node(o.node), {&logits, &targets}, {}).at(0);
+  EXPECT_TRUE(std::isnan(got[0])) << got[0];
+}
+
+// Symbolic sizes: the rows of a column reduction and a scalar's elements (chunks planned
+// for B = T = 64, run with fewer rows than chunks and with many), and symbolic columns
+// (every column a work item; those at multiples of 16 reduce a tile).
+TEST(KernelsReduce, SymbolicTwoPhasesAndTiles) {
+  OneOp cols = build_op(OpKind::Sum, {f32({B, T, 24})}, attrs({{"axes", Ints{0, 1}}}));
+  OneOp all = build_op(OpKind::Mean, {f32({B, 300})});
+  OneOp sym = build_op(OpKind::Max, {f32({7, B})}, attrs({{"axes", Ints{0}}}));
+  EXPECT_TRUE(two_phase(cols));
+  EXPECT_TRUE(two_phase(all));
+  EXPECT_FALSE(two_phase(sym));
+  for (auto [bv, tv] : {std::pair{rnd(1, 3), rnd(1, 3)}, std::pair{rnd(30, 60), rnd(40, 80)}}) {
+    RefTensor x = random_tensor(DType::F32, {bv, tv, 24});
+    expect_near(run_kernel(*compile_node(cols.g, cols.node), cols.g.node(cols.node), {&x}, {{"B", bv}, {"T", tv}}).at(0),
+                run_op(cols, {x})[0], 1e-6, "cols");
+    RefTensor y = random_tensor(DType::F32, {bv, 300});
+    expect_near(run_kernel(*compile_node(all.g, all.node), all.g.node(all.node), {&y}, {{"B", bv}}).at(0),
+                run_op(all, {y})[0], 1e-6, "all");
+    RefTensor z = random_tensor(DType::F32, {7, bv * 3 + 1});
+    const int64_t zb = bv * 3 + 1;
+    expect_near(run_kernel(*compile_node(sym.g, sym.node), sym.g.node(sym.node), {&z}, {{"B", zb}}).at(0),
+                run_op(sym, {z})[0], 0, "symbolic columns");
   }
 }
 

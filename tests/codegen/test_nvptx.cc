@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <regex>
 
+#include "compiler/codegen/lower.h"
 #include "tests/codegen/jit_harness.h"
 #include "tests/codegen/ptxas.h"
+#include "tests/passes/train_step_harness.h"
 
 namespace modelc::test {
 namespace {
@@ -119,15 +121,51 @@ TEST(KernelsNvptx, AlignedElementwiseUses128BitAccesses) {
   EXPECT_EQ(assemble_ptx(ptx, "sm_90", "aligned"), "");
 }
 
+// A parameter update written in place (plan_in_place) reads the parameter with ordinary
+// loads, since the kernel writes it: the non-coherent cache is only for buffers nothing
+// writes while the kernel runs. Both still take the 128-bit path.
+TEST(KernelsNvptx, InPlaceUpdateReadsItsTargetWithoutTheNonCoherentCache) {
+  Graph g;
+  Value x{add_source(g, OpKind::Input, "x", f32({4096})), 0};
+  Value w{add_source(g, OpKind::Param, "w", f32({4096})), 0};
+  Node c;
+  c.op = OpKind::Constant;
+  c.attrs = attrs({{"value", 0.5}});
+  c.outputs = {f32({})};
+  Value half{g.add(std::move(c)), 0};
+  g.outputs.push_back({"loss", op(g, OpKind::Sum, {x}, attrs({{"axes", Ints{0}}})), {}});
+  Graph forward = g;
+  g.updates.push_back({w.node, op(g, OpKind::Sub, {w, op(g, OpKind::Mul, {x, half})})});
+  LowerOptions lo;
+  lo.ptx_target = "sm_80";
+  auto prog = lower_program(forward, &g, nullptr, lo);
+  const rt::Function* fn = prog->function("train_step");
+  ASSERT_EQ(fn->updates.size(), 1u);
+  const uint32_t wb = fn->updates[0].second;
+  ASSERT_EQ(fn->updates[0].first, wb) << "the update is not in place";
+  std::string name;
+  for (const rt::Instr& in : fn->instrs)
+    if (in.kind == rt::Instr::Kind::Kernel && std::find(in.outputs.begin(), in.outputs.end(), wb) != in.outputs.end())
+      name = prog->kernels.at(in.kernel).name;
+  ASSERT_FALSE(name.empty());
+  const std::string k = entry_text(prog->ptx, name);
+  EXPECT_TRUE(has(k, "ld.global.v4.f32")) << k;     // w: written by this kernel
+  EXPECT_TRUE(has(k, "ld.global.nc.v4.f32")) << k;  // x: only read
+  EXPECT_TRUE(has(k, "st.global.v4.f32")) << k;
+  MODELC_REQUIRE_PTXAS();
+  EXPECT_EQ(assemble_ptx(prog->ptx, "sm_80", "in_place"), "");
+}
+
 TEST(KernelsNvptx, ReductionMappingFollowsTheWork) {
   SymbolTable syms;
   KernelCompiler kc(syms, /*gpu=*/true);
-  OneOp cols = build_op(OpKind::Sum, {f32({B, 784})}, attrs({{"axes", Ints{0}}}));   // bias gradient
+  OneOp cols = build_op(OpKind::Sum, {f32({B, 784})}, attrs({{"axes", Ints{0}}}));   // bias gradient: 49 tiles
   OneOp rows = build_op(OpKind::Sum, {f32({B, 784})}, attrs({{"axes", Ints{1}}}));   // long rows
   OneOp all = build_op(OpKind::Mean, {f32({B})});                                    // one output
   OneOp ce = build_op(OpKind::CrossEntropy, {f32({B, 10}), tt(DType::I32, {B})});
-  OneOp mx = build_op(OpKind::Max, {f32({8, 3, 5000})}, attrs({{"axes", Ints{0, 2}}}));  // two reduced groups
-  for (const OneOp* o : {&cols, &rows, &all, &ce, &mx}) {
+  OneOp mx = build_op(OpKind::Max, {f32({8, 3, 5000})}, attrs({{"axes", Ints{0, 2}}}));  // two phases
+  OneOp tall = build_op(OpKind::Sum, {f32({300, 40})}, attrs({{"axes", Ints{0}}}));     // tiles of many rows
+  for (const OneOp* o : {&cols, &rows, &all, &ce, &mx, &tall}) {
     ASSERT_FALSE(o->error);
     kc.emit(o->g, o->node);
   }
@@ -135,10 +173,16 @@ TEST(KernelsNvptx, ReductionMappingFollowsTheWork) {
   EXPECT_FALSE(has(entry_text(ptx, "k0_sum"), "shfl.sync"));
   EXPECT_TRUE(has(entry_text(ptx, "k1_sum"), "shfl.sync"));
   EXPECT_TRUE(has(entry_text(ptx, "k3_cross_entropy"), "shfl.sync"));
-  EXPECT_TRUE(has(entry_text(ptx, "k4_max"), "bar.sync"));
+  EXPECT_TRUE(has(entry_text(ptx, "k4_max_partial"), "bar.sync"));  // 3 outputs: partials, then
+  EXPECT_FALSE(has(entry_text(ptx, "k5_max"), "bar.sync"));          // their combination
+  // A block per tile of 16 columns: its rows split over the block, combined in shared memory.
+  const std::string tile = entry_text(ptx, "k6_sum");
+  EXPECT_TRUE(has(tile, "bar.sync")) << tile;
+  EXPECT_TRUE(has(tile, "st.shared")) << tile;
+  EXPECT_FALSE(has(tile, "shfl.sync")) << tile;
   std::shared_ptr<void> code;
   auto d = kc.finish(code);
-  ASSERT_EQ(d.size(), 5u);
+  ASSERT_EQ(d.size(), 7u);
   EXPECT_EQ(d[0].gpu_mapping, rt::GpuMapping::Thread);
   EXPECT_EQ(d[0].gpu_block, 256u);
   EXPECT_EQ(d[1].gpu_mapping, rt::GpuMapping::Block);
@@ -147,6 +191,9 @@ TEST(KernelsNvptx, ReductionMappingFollowsTheWork) {
   EXPECT_EQ(d[3].gpu_mapping, rt::GpuMapping::Block);
   EXPECT_EQ(d[4].gpu_mapping, rt::GpuMapping::Block);
   EXPECT_EQ(d[4].gpu_block, 1024u);
+  EXPECT_EQ(d[5].gpu_mapping, rt::GpuMapping::Thread);
+  EXPECT_EQ(d[6].gpu_mapping, rt::GpuMapping::Block);
+  EXPECT_EQ(d[6].gpu_block, 1024u);
   for (const rt::KernelDesc& k : d) EXPECT_EQ(k.gpu_block % 32, 0u) << k.name;
   MODELC_REQUIRE_PTXAS();
   EXPECT_EQ(assemble_ptx(ptx, "sm_80", "reductions"), "");

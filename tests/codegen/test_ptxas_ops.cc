@@ -4,7 +4,8 @@
 // training and eval, causal_mask, one_hot, sum/mean/max over axis sets and with one output,
 // softmax / log_softmax on any axis, layer_norm with and without weight and bias,
 // cross_entropy), each a module of its own so that a failure names its op. Short rows and
-// long ones, few and many reduced elements, so that both GPU mappings of each are built.
+// long ones, few and many reduced elements, so that both GPU mappings of each are built;
+// column reductions in tiles and reductions in two phases (both kernels).
 #include <fmt/format.h>
 
 #include "tests/codegen/jit_harness.h"
@@ -56,6 +57,7 @@ std::vector<Case> elementwise_cases() {
         build_op(OpKind::Dropout, {f32({B, 256})}, attrs({{"p", 0.1}, {"key", int64_t(977)}})), training);
   add(cases, "causal_mask", build_op(OpKind::CausalMask, {f32({B, 4, T, T})}));
   add(cases, "one_hot", build_op(OpKind::OneHot, {tt(DType::I32, {B, T})}, attrs({{"classes", int64_t(96)}})));
+  add(cases, "broadcast_to", build_op(OpKind::BroadcastTo, {f32({T, 1})}, attrs({{"shape", Shape{B, T, 64}}})));
   return cases;
 }
 
@@ -68,7 +70,12 @@ std::vector<Case> reduction_cases() {
     add(cases, fmt::format("{}_rows", n), build_op(k, {f32({B, 3000})}, attrs({{"axes", Ints{1}}})));
     add(cases, fmt::format("{}_all", n), build_op(k, {f32({B, T})}));
     add(cases, fmt::format("{}_split", n), build_op(k, {f32({8, 3, 5000})}, attrs({{"axes", Ints{0, 2}}})));
+    // Column tiles of many rows (block-mapped), in two phases, and a scalar in two phases.
+    add(cases, fmt::format("{}_tiles", n), build_op(k, {f32({300, 40})}, attrs({{"axes", Ints{0}}})));
+    add(cases, fmt::format("{}_tiles_split", n), build_op(k, {f32({B, T, 40})}, attrs({{"axes", Ints{0, 1}}})));
+    add(cases, fmt::format("{}_all_split", n), build_op(k, {f32({B, T, 96})}));
   }
+  add(cases, "sum_i32_tiles_split", build_op(OpKind::Sum, {tt(DType::I32, {B, T, 20})}, attrs({{"axes", Ints{0, 1}}})));
   add(cases, "sum_i32_rows", build_op(OpKind::Sum, {tt(DType::I32, {B, 4096})}, attrs({{"axes", Ints{1}}})));
   add(cases, "sum_i32_cols", build_op(OpKind::Sum, {tt(DType::I32, {B, 7})}, attrs({{"axes", Ints{0}}})));
   for (OpKind k : {OpKind::Softmax, OpKind::LogSoftmax}) {

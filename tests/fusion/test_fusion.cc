@@ -96,7 +96,20 @@ TEST(FusionPlan, BiasGeluDropoutResidualIsOneKernel) {
   Value h = op(g, OpKind::Matmul, {x, w});
   Value r = op(g, OpKind::Add, {op(g, OpKind::Dropout, {op(g, OpKind::Gelu, {op(g, OpKind::Add, {h, b})})}, attrs({{"p", 0.25}})), x});
   g.outputs.push_back({"out0", r, {}});
-  FusionPlan p = plan(g);
+  // By default the bias add and gelu are the matmul's epilogue (tests/fusion/
+  // test_epilogue.cc), and dropout and the residual add one kernel.
+  FusionPlan with = plan(g);
+  expect_valid(g, with);
+  ASSERT_EQ(with.groups.size(), 2u);
+  EXPECT_EQ(with.groups[0].kind, FusionGroup::Kind::Library);
+  EXPECT_EQ(with.groups[0].nodes.size(), 3u);
+  EXPECT_EQ(with.groups[1].nodes.size(), 2u);
+  EXPECT_EQ(with.groups[1].outputs, std::vector<Value>{r});
+  // Without library epilogues the whole chain is one kernel.
+  FusionOptions o;
+  o.library_epilogues = false;
+  o.can_emit = [](const Graph& gr, NodeId id) { return KernelCompiler::handles(gr, id); };
+  FusionPlan p = plan_fusion(g, o);
   expect_valid(g, p);
   ASSERT_EQ(p.groups.size(), 2u);
   EXPECT_EQ(p.groups[0].kind, FusionGroup::Kind::Library);
@@ -210,9 +223,23 @@ TEST(FusionPlan, CharGptTrainStep) {
     for (const char* s : {".exp_avg", ".exp_avg_sq"})
       EXPECT_EQ(&group_of(p, update.at(name + s).node), &grp) << name << s;
     EXPECT_EQ(grp.outputs.size(), 3u) << name;
+    // All three are written over the old values (plan_in_place).
+    for (size_t k = 0; k < grp.outputs.size(); ++k) {
+      ASSERT_GE(grp.overwrites.at(k), 0) << name << " output " << k;
+      const Value& old = grp.inputs.at(static_cast<size_t>(grp.overwrites[k]));
+      EXPECT_EQ(op_info(step->node(old.node).op).fusion, FusionKind::Source) << name;
+    }
   }
+  for (const FusionGroup& grp : off.groups)
+    for (int k : grp.overwrites) EXPECT_EQ(k, -1) << "in place with fusion off";
+  // The updates of every parameter are one horizontal kernel.
+  ASSERT_EQ(p.horizontal.size(), 1u);
+  EXPECT_EQ(p.horizontal[0].size(), step->params.size());
+  for (size_t gi : p.horizontal[0]) EXPECT_EQ(p.groups[gi].outputs.size(), 3u);  // a parameter and its moments
+  EXPECT_TRUE(off.horizontal.empty());
   std::string text = print_fusion(*step, p, [&](SourceLoc l) { return c.sources().describe(l); });
   EXPECT_NE(text.find("char_gpt.model:"), std::string::npos);
+  EXPECT_NE(text.find(" (over %"), std::string::npos);
   EXPECT_NE(text.find("(row, anchor"), std::string::npos);
 }
 
@@ -251,8 +278,11 @@ Graph random_graph(std::vector<std::pair<std::string, RefTensor>>& feeds, int64_
   Graph g;
   g.name = "random";
   g.dims = {{"B", std::nullopt, {}}};
-  // Cn of 16 or more makes loops with broadcast reads run rows and columns (split_index).
-  const int64_t R = rnd(1, 5), Cn = rnd(0, 2) == 0 ? rnd(16, 37) : rnd(1, 7);
+  // Cn of 16 or more makes loops with broadcast reads run rows and columns (split_index),
+  // and column reductions more than one tile of 16 (not a multiple of it, mostly). R of a
+  // few hundred makes reductions to few values run in two phases with real chunks (their
+  // count rarely divides the rows).
+  const int64_t R = rnd(0, 3) == 0 ? rnd(150, 600) : rnd(1, 5), Cn = rnd(0, 2) == 0 ? rnd(16, 37) : rnd(1, 7);
   std::vector<Value> vals;
   auto input = [&](const std::string& name, std::vector<Dim> shape, std::vector<int64_t> concrete) {
     Value v{add_source(g, OpKind::Input, name, f32(std::move(shape))), 0};
@@ -264,6 +294,7 @@ Graph random_graph(std::vector<std::pair<std::string, RefTensor>>& feeds, int64_
   input("y", {B, R, Cn}, {batch, R, Cn});
   input("bias", {Cn}, {Cn});
   input("rowscale", {R, 1}, {R, 1});
+  input("cols", {Cn, B}, {Cn, batch});  // its innermost axis is symbolic: tiles of symbolic columns
   const OpKind unary[] = {OpKind::Tanh, OpKind::Sigmoid, OpKind::Relu, OpKind::Gelu, OpKind::Neg, OpKind::Abs, OpKind::Silu};
   const OpKind binary[] = {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Maximum, OpKind::Minimum};
   auto broadcasts_into = [&](const Shape& small, const Shape& big) {
@@ -274,13 +305,33 @@ Graph random_graph(std::vector<std::pair<std::string, RefTensor>>& feeds, int64_
     }
     return true;
   };
+  // A reduction with a prologue (an elementwise op with a broadcast operand, then a unary
+  // one) and an epilogue, of a value of rank 2 or more: over every axis but the last (a
+  // column reduction, as a bias gradient), over every axis (a scalar, as a loss) or every
+  // axis but the first (a few values).
+  auto reduce_with_prologue = [&](Value a) {
+    const Shape as = g.type(a).shape;
+    std::vector<Value> partners;
+    for (const Value& v : vals)
+      if (g.type(v).shape != as && broadcasts_into(g.type(v).shape, as)) partners.push_back(v);
+    Value pro = a;
+    if (!partners.empty()) pro = op(g, binary[rnd(0, 4)], {a, partners[static_cast<size_t>(rnd(0, static_cast<int64_t>(partners.size()) - 1))]});
+    pro = op(g, unary[rnd(0, 6)], {pro});
+    const int64_t rank = static_cast<int64_t>(as.size());
+    const int64_t kind = rnd(0, 2);
+    Ints axes;
+    for (int64_t d = kind == 2 ? 1 : 0; d < (kind == 0 ? rank - 1 : rank); ++d) axes.push_back(d);
+    const OpKind red[] = {OpKind::Sum, OpKind::Mean, OpKind::Max};
+    Value r = op(g, red[rnd(0, 2)], {pro}, attrs({{"axes", axes}, {"keepdims", rnd(0, 1) == 1}}));
+    return op(g, OpKind::Mul, {op(g, unary[rnd(0, 6)], {r}), constant(g, 0.5)});
+  };
   const int steps = static_cast<int>(rnd(4, 14));
   for (int i = 0; i < steps; ++i) {
     Value a = vals[static_cast<size_t>(rnd(0, static_cast<int64_t>(vals.size()) - 1))];
     if (rnd(0, 2) > 0 && vals.size() > 4) a = vals.back();  // favour chains
     const Shape& as = g.type(a).shape;
     Value r;
-    switch (rnd(0, 7)) {
+    switch (rnd(0, 8)) {
       case 0: case 1: r = op(g, unary[rnd(0, 6)], {a}); break;
       case 2: case 3: {
         std::vector<Value> partners;
@@ -314,6 +365,7 @@ Graph random_graph(std::vector<std::pair<std::string, RefTensor>>& feeds, int64_
         r = op(g, OpKind::LayerNorm, {a, w, vals[2]}, attrs({{"eps", 1e-5}}));
         break;
       }
+      case 8: r = as.size() < 2 ? op(g, OpKind::Abs, {a}) : reduce_with_prologue(a); break;
       default: {
         Value drop = op(g, OpKind::Dropout, {a}, attrs({{"p", 0.5}}));
         r = op(g, OpKind::Where, {op(g, OpKind::Gt, {drop, constant(g, 0.0)}), drop, op(g, OpKind::Mul, {a, constant(g, 0.25)})});
@@ -321,14 +373,20 @@ Graph random_graph(std::vector<std::pair<std::string, RefTensor>>& feeds, int64_
     }
     vals.push_back(r);
   }
-  // Outputs: the last value and a random earlier one (which then also stays in memory).
+  // Outputs: the last value and a random earlier one (which then also stays in memory),
+  // and a reduction with a prologue of a value of rank 2 or more.
   g.outputs.push_back({"out0", vals.back(), {}});
-  Value other = vals[static_cast<size_t>(rnd(4, static_cast<int64_t>(vals.size()) - 1))];
+  Value other = vals[static_cast<size_t>(rnd(5, static_cast<int64_t>(vals.size()) - 1))];
   if (!(other == vals.back())) g.outputs.push_back({"out1", other, {}});
+  std::vector<Value> ranked;
+  for (const Value& v : vals)
+    if (g.type(v).shape.size() >= 2) ranked.push_back(v);
+  g.outputs.push_back({"red", reduce_with_prologue(ranked[static_cast<size_t>(rnd(0, static_cast<int64_t>(ranked.size()) - 1))]), {}});
   return g;
 }
 
 TEST(FusionNumerics, RandomGraphsAgreeWithTheReference) {
+  size_t two_phase = 0;  // reductions that ran as a partial kernel, then its combination
   for (int trial = 0; trial < 40; ++trial) {
     std::vector<std::pair<std::string, RefTensor>> feeds;
     const int64_t batch = rnd(1, 3);
@@ -343,6 +401,7 @@ TEST(FusionNumerics, RandomGraphsAgreeWithTheReference) {
     for (const auto& [name, t] : feeds) batch_in[name] = to_host(t);
     for (bool fusion : {true, false}) {
       auto prog = lower(g, nullptr, fusion);
+      for (const rt::KernelDesc& k : prog->kernels) two_phase += k.name.ends_with("_partial");
       rt::SessionOptions so;
       so.threads = 2;
       rt::Session s(prog, so);
@@ -357,6 +416,50 @@ TEST(FusionNumerics, RandomGraphsAgreeWithTheReference) {
         }
       }
     }
+  }
+  EXPECT_GT(two_phase, 0u) << "the generator made no reduction with few outputs over many elements";
+}
+
+// An update overwrites the old value only when nothing reads the old value afterwards.
+TEST(FusionPlan, UpdatesRunInPlaceOnlyWhenNothingReadsTheOldValueLater) {
+  for (int variant = 0; variant < 5; ++variant) {
+    Graph g;
+    Value x{add_source(g, OpKind::Input, "x", f32({32})), 0};
+    Value w{add_source(g, OpKind::Param, "w", f32({32})), 0};
+    const Attrs all = attrs({{"axes", Ints{0}}, {"keepdims", false}});
+    // Variant 4: the loss reads w before the update (an earlier group): still in place.
+    if (variant == 4) g.outputs.push_back({"loss", op(g, OpKind::Sum, {op(g, OpKind::Mul, {w, x})}, all), {}});
+    Value nw = op(g, OpKind::Sub, {w, op(g, OpKind::Mul, {x, constant(g, 0.5)})});
+    g.updates.push_back({w.node, nw});
+    // Variants 1 and 3: the loss reads the old w in a later group (a reduction with a
+    // prologue, a plain reduction), so writing w in place would change the loss.
+    if (variant == 1) g.outputs.push_back({"loss", op(g, OpKind::Sum, {op(g, OpKind::Tanh, {w})}, all), {}});
+    if (variant == 3) g.outputs.push_back({"loss", op(g, OpKind::Sum, {w}, all), {}});
+    if (variant == 0 || variant == 2) g.outputs.push_back({"loss", op(g, OpKind::Sum, {x}, all), {}});
+    if (variant == 0) g.outputs.push_back({"y", nw, {}});  // the new value is also an output
+    if (variant == 2) g.outputs.push_back({"w", w, {}});  // the old value is an output
+    FusionPlan p = plan(g);
+    if (variant != 2) expect_valid(g, p);  // (it expects every output to be computed)
+    const FusionGroup& grp = group_of(p, nw.node);
+    auto at = std::find(grp.outputs.begin(), grp.outputs.end(), nw) - grp.outputs.begin();
+    const bool safe = variant == 0 || variant == 4;
+    EXPECT_EQ(grp.overwrites.at(static_cast<size_t>(at)) >= 0, safe) << "variant " << variant;
+    // The lowered step copies nothing back exactly when the update is in place, and its
+    // step computes the same new value either way.
+    Graph forward = g;
+    forward.updates.clear();
+    auto prog = lower_program(forward, &g, nullptr, LowerOptions{});
+    const rt::Function* fn = prog->function("train_step");
+    ASSERT_EQ(fn->updates.size(), 1u);
+    EXPECT_EQ(fn->updates[0].first == fn->updates[0].second, safe) << "variant " << variant;
+    rt::Session s(prog, rt::SessionOptions{});
+    RefTensor xv = random_tensor(DType::F32, {32});
+    RefTensor before = random_tensor(DType::F32, {32});
+    s.set_param("w", to_host(before));
+    InterpResult ref = interpret(g, {{"x", xv}, {"w", before}}, InterpOptions{});
+    const float loss = s.train_step({{"x", to_host(xv)}});
+    EXPECT_NEAR(loss, ref.outputs.at("loss")[0], 1e-5) << "variant " << variant;
+    expect_near(to_ref(s.param("w")), ref.updates.at("w"), 1e-6, fmt::format("variant {} new w", variant));
   }
 }
 
@@ -432,6 +535,73 @@ void check_model(const ModelCase& mc) {
     kernels[fusion] = kernel_instrs(*prog, "train_step");
   }
   EXPECT_LT(kernels[1], kernels[0]) << mc.file << ": fused kernels vs unfused";
+}
+
+// Three AdamW steps (weight decay, clipping) of char_gpt, fused, with the updates of every
+// parameter and both moments in place and copied back, in one horizontal kernel and one
+// kernel each: the same arithmetic, so the losses, parameters and optimizer states are
+// bit-identical. (Against the
+// unfused step only a tolerance would do, and Adam's normalised update turns the rounding
+// noise of a gradient that is zero in exact arithmetic, such as an attention key bias's,
+// into changes of the learning rate's size.)
+TEST(FusionNumerics, InPlaceAndHorizontalAdamWStepsEqualPerParameterCopiedBack) {
+  CompileOptions o;
+  o.defines = {{"T", "8"}, {"C", "24"}};
+  Compilation c(o);
+  ASSERT_TRUE(c.load(kModels + "char_gpt.model")) << c.diags().render();
+  Elaborated e = c.elaborate();
+  ASSERT_TRUE(e.graph) << c.diags().render();
+  TrainStepOptions tso;
+  tso.optimizer = "adamw";
+  tso.optimizer_args = attrs({{"weight_decay", 0.1}});
+  tso.clip_grad_norm = 0.5;
+  Graph step = build_train_step(*e.graph, tso);
+  std::vector<std::map<std::string, rt::HostTensor>> batches(3);
+  for (auto& batch : batches)
+    for (NodeId id : e.graph->inputs) {
+      const Node& n = e.graph->node(id);
+      RefTensor t = random_tensor(DType::I32, concrete_shape(n.outputs[0].shape, {{"B", 2}}), 0, 95.99);
+      for (int64_t i = 0; i < t.numel(); ++i) t[i] = std::floor(t[i]);
+      batch[n.name] = to_host(t);
+    }
+  std::map<std::string, RefTensor> result[3];
+  std::vector<float> losses[3];
+  for (int variant : {0, 1, 2}) {
+    LowerOptions lo;
+    lo.in_place = variant != 2;
+    lo.horizontal = variant == 0;
+    auto prog = lower_program(*e.graph, &step, nullptr, lo);
+    const rt::Function* fn = prog->function("train_step");
+    size_t same = 0;
+    for (const auto& [from, to] : fn->updates) same += from == to;
+    EXPECT_EQ(same, lo.in_place ? fn->updates.size() : 0u) << "variant " << variant;
+    // The instructions that write parameters: one horizontal kernel, or one each.
+    std::set<uint32_t> params;
+    for (const auto& [from, to] : fn->updates)
+      if (prog->buffers[to].role == rt::BufferRole::Param) params.insert(from);
+    size_t writers = 0;
+    for (const rt::Instr& in : fn->instrs)
+      writers += std::any_of(in.outputs.begin(), in.outputs.end(), [&](uint32_t b) { return params.count(b) > 0; });
+    EXPECT_EQ(writers, lo.horizontal ? 1u : e.graph->params.size()) << "variant " << variant;
+    rt::SessionOptions so;
+    so.threads = 2;
+    so.seed = 5;
+    rt::Session s(prog, so);
+    for (const auto& batch : batches) losses[variant].push_back(s.train_step(batch));
+    for (const std::string& name : s.param_names()) result[variant][name] = to_ref(s.param(name));
+    for (const std::string& name : s.state_names()) result[variant][name] = to_ref(s.state(name));
+  }
+  EXPECT_GT(result[0].size(), 3 * 10u);  // every parameter and its two moments
+  for (int variant : {1, 2}) {
+    EXPECT_EQ(losses[variant], losses[0]) << "variant " << variant;
+    ASSERT_EQ(result[variant].size(), result[0].size());
+    for (const auto& [name, want] : result[0]) {
+      const RefTensor& got = result[variant].at(name);
+      int64_t differ = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) differ += got[i] != want[i];
+      EXPECT_EQ(differ, 0) << name << " variant " << variant;
+    }
+  }
 }
 
 TEST(FusionNumerics, FashionMlpTrainStep) { check_model({"fashion_mlp.model", {}, 10}); }
