@@ -63,6 +63,19 @@ class Lowering {
     eo.training = training;
     // Horizontal kernels (plan_horizontal): one instruction at the first group of each run,
     // reading every group's inputs and writing every group's outputs, in order.
+    // A group's outputs: new temp buffers, except an in-place update, which writes over the
+    // persistent buffer it read (plan_in_place); `base`: where the group's inputs start.
+    auto place_outputs = [&](const std::vector<Value>& outs, const std::vector<int>& overwrites, size_t base,
+                             rt::Instr& in) {
+      for (size_t o = 0; o < outs.size(); ++o) {
+        const Value& v = outs[o];
+        const int over = o < overwrites.size() ? overwrites[o] : -1;
+        uint32_t b = over >= 0 ? in.inputs.at(base + static_cast<size_t>(over))
+                               : add_buffer(fmt::format("%{}", v.node), g.type(v), rt::BufferRole::Temp);
+        buf[{v.node, v.index}] = b;
+        in.outputs.push_back(b);
+      }
+    };
     std::vector<int> run_of(plan.groups.size(), -1);
     for (size_t r = 0; r < plan.horizontal.size(); ++r)
       for (size_t gi : plan.horizontal[r]) run_of.at(gi) = static_cast<int>(r);
@@ -77,21 +90,9 @@ class Lowering {
         input_base.push_back(in.inputs.size());
         for (const Value& v : grp->inputs) in.inputs.push_back(buffer_of(v));
       }
-      for (size_t k = 0; k < groups.size(); ++k)
-        for (size_t o = 0; o < groups[k]->outputs.size(); ++o) {
-          const Value& v = groups[k]->outputs[o];
-          const int over = groups[k]->overwrites.at(o);
-          uint32_t b = over >= 0 ? in.inputs.at(input_base[k] + static_cast<size_t>(over))
-                                 : add_buffer(fmt::format("%{}", v.node), g.type(v), rt::BufferRole::Temp);
-          buf[{v.node, v.index}] = b;
-          in.outputs.push_back(b);
-        }
+      for (size_t k = 0; k < groups.size(); ++k) place_outputs(groups[k]->outputs, groups[k]->overwrites, input_base[k], in);
       EmittedKernel k = kc_.emit_horizontal(g, groups, plan.inlined, eo);
-      in.kind = rt::Instr::Kind::Kernel;
-      in.kernel = k.kernel;
-      in.sizes = std::move(k.sizes);
-      in.extent = std::move(k.extent);
-      in.grain = k.grain;
+      set_kernel(in, k);
       f.instrs.push_back(std::move(in));
     };
     for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
@@ -118,16 +119,8 @@ class Lowering {
       } else {
         for (const Value& v : grp.inputs) in.inputs.push_back(buffer_of(v));
       }
-      const std::vector<Value> outs = grp.kind == FusionGroup::Kind::Library ? all_outputs(grp.root, root) : grp.outputs;
-      for (size_t o = 0; o < outs.size(); ++o) {
-        const Value& v = outs[o];
-        // An in-place update writes over the persistent buffer it read (plan_in_place).
-        const int over = grp.kind == FusionGroup::Kind::Library ? -1 : grp.overwrites.at(o);
-        uint32_t b = over >= 0 ? in.inputs.at(static_cast<size_t>(over))
-                               : add_buffer(fmt::format("%{}", v.node), g.type(v), rt::BufferRole::Temp);
-        buf[{v.node, v.index}] = b;
-        in.outputs.push_back(b);
-      }
+      if (grp.kind == FusionGroup::Kind::Library) place_outputs(all_outputs(grp.root, root), {}, 0, in);
+      else place_outputs(grp.outputs, grp.overwrites, 0, in);
       if (grp.kind == FusionGroup::Kind::Library) {
         in.kind = rt::Instr::Kind::Library;
         in.op = op_info(lib.op).name;
@@ -135,11 +128,7 @@ class Lowering {
         library_epilogue(g, grp, in);
       } else {
         EmittedKernel k = kc_.emit_group(g, grp, plan.inlined, eo);
-        in.kind = rt::Instr::Kind::Kernel;
-        in.kernel = k.kernel;
-        in.sizes = std::move(k.sizes);
-        in.extent = std::move(k.extent);
-        in.grain = k.grain;
+        set_kernel(in, k);
         if (k.partial) {
           // A two-phase reduction: its Partial kernel first, from the group's inputs into a
           // scratch buffer, which this (Finish) kernel reads after the group's inputs.
@@ -206,6 +195,15 @@ class Lowering {
     if (param) p_.buffers[b].init = lower_init(n.attrs);
     persistent_[n.name] = b;
     return b;
+  }
+
+  // Makes `in` run kernel k (its size table, extent and grain).
+  static void set_kernel(rt::Instr& in, EmittedKernel& k) {
+    in.kind = rt::Instr::Kind::Kernel;
+    in.kernel = k.kernel;
+    in.sizes = std::move(k.sizes);
+    in.extent = std::move(k.extent);
+    in.grain = k.grain;
   }
 
   static std::vector<Value> all_outputs(NodeId id, const Node& n) {

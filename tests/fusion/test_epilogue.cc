@@ -21,21 +21,13 @@
 #include "compiler/passes/library_epilogue.h"
 #include "runtime/plan_codec.h"
 #include "runtime/session.h"
+#include "tests/fusion/fusion_harness.h"
 #include "tests/passes/train_step_harness.h"
 
 namespace modelc::test {
 namespace {
 
 using Act = rt::EpilogueActivation;
-
-const std::string kModels = std::string(MODELC_SOURCE_DIR) + "/models/";
-
-FusionPlan plan(const Graph& g, bool enabled = true) {
-  FusionOptions o;
-  o.enabled = enabled;
-  o.can_emit = [](const Graph& gr, NodeId id) { return KernelCompiler::handles(gr, id); };
-  return plan_fusion(g, o);
-}
 
 struct Model {
   std::unique_ptr<Compilation> compilation;  // its sources describe locations

@@ -16,19 +16,11 @@
 #include "compiler/passes/fusion.h"
 #include "compiler/passes/train_step.h"
 #include "runtime/session.h"
+#include "tests/fusion/fusion_harness.h"
 #include "tests/passes/train_step_harness.h"
 
 namespace modelc::test {
 namespace {
-
-const std::string kModels = std::string(MODELC_SOURCE_DIR) + "/models/";
-
-FusionPlan plan(const Graph& g, bool enabled = true) {
-  FusionOptions o;
-  o.enabled = enabled;
-  o.can_emit = [](const Graph& gr, NodeId id) { return KernelCompiler::handles(gr, id); };
-  return plan_fusion(g, o);
-}
 
 const FusionGroup& group_of(const FusionPlan& p, NodeId id) {
   for (const FusionGroup& grp : p.groups)
@@ -540,10 +532,9 @@ void check_model(const ModelCase& mc) {
 // Three AdamW steps (weight decay, clipping) of char_gpt, fused, with the updates of every
 // parameter and both moments in place and copied back, in one horizontal kernel and one
 // kernel each: the same arithmetic, so the losses, parameters and optimizer states are
-// bit-identical. (Against the
-// unfused step only a tolerance would do, and Adam's normalised update turns the rounding
-// noise of a gradient that is zero in exact arithmetic, such as an attention key bias's,
-// into changes of the learning rate's size.)
+// bit-identical. (Against the unfused step only a tolerance would do, and Adam's normalised
+// update turns the rounding noise of a gradient that is zero in exact arithmetic, such as
+// an attention key bias's, into changes of the learning rate's size.)
 TEST(FusionNumerics, InPlaceAndHorizontalAdamWStepsEqualPerParameterCopiedBack) {
   CompileOptions o;
   o.defines = {{"T", "8"}, {"C", "24"}};
