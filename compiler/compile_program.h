@@ -7,6 +7,8 @@
 #include <string>
 
 #include "compiler/compile.h"
+#include "compiler/passes/checkpoint.h"
+#include "compiler/passes/memory_report.h"
 #include "runtime/program.h"
 
 namespace modelc {
@@ -17,6 +19,26 @@ struct ProgramOptions {
   std::string ptx_target;              // non-empty: also compile PTX for it (LowerOptions)
   std::string* shared_object = nullptr;  // non-null: also emit the host code as a .so
   std::string* llvm_text = nullptr;      // non-null: receives the kernels' LLVM IR text
+  // Non-null: receives what each buffer of the Program holds, for the memory report.
+  std::vector<BufferOrigin>* origins = nullptr;
+  // Checkpoint placement (compiler/passes/checkpoint.h): the peak memory the train step
+  // must fit in (overrides the train section's mem_budget) and the algorithm. @checkpoint
+  // annotations are honoured with or without a budget.
+  std::optional<int64_t> mem_budget;
+  bool recompute = true;  // false: ignore @checkpoint and budgets (tests compare the two)
+  // false: buffers and instructions only, no kernel code (LowerOptions::dry_run): a
+  // Program that cannot run but whose memory plan is the real one's, in milliseconds.
+  bool code = true;
+  CheckpointAlgorithm checkpoint_algorithm = CheckpointAlgorithm::Greedy;
+  // Values of the model's free dims that size the step for the placement and the memory
+  // report (-D B=64 with --emit=memory); the batch dim defaults to the train section's
+  // (micro-)batch (bind_symbols).
+  std::map<std::string, int64_t> bindings;
+  // The batch the step runs with, when not the train section's (modelrun --batch): what
+  // the batch dim defaults to for the placement.
+  std::optional<int64_t> batch;
+  // Non-null: receives the placement and what it recomputes.
+  CheckpointReport* checkpoints = nullptr;
 };
 
 // Problems go to c.diags() (user errors in the model) or are thrown as UserError (what the

@@ -66,7 +66,11 @@ void init_parameter(HostTensor& t, const Init& init, uint64_t seed, const std::s
 }
 
 Session::Session(std::shared_ptr<const Program> program, SessionOptions options)
-    : program_(std::move(program)), last_grad_norm_(std::numeric_limits<float>::quiet_NaN()), pool_(options.threads) {
+    : program_(std::move(program)),
+      options_(options),
+      raw_memory_(options.memory_limit, "host"),
+      memory_("cpu", raw_memory_, events_),
+      last_grad_norm_(std::numeric_limits<float>::quiet_NaN()), pool_(options.threads) {
   if (!program_) throw RuntimeError("Session: no program");
   const Program& p = *program_;
   seed_ = options.seed ? *options.seed : static_cast<uint64_t>(p.train.seed);
@@ -105,7 +109,7 @@ Executor& Session::executor(const std::string& name) {
   if (it != executors_.end()) return *it->second;
   const Function* fn = program_->function(name);
   if (!fn) throw RuntimeError(fmt::format("model '{}' has no function '{}'", program_->model, name));
-  auto e = std::make_unique<Executor>(*program_, *fn, pool_, persistent_);
+  auto e = std::make_unique<Executor>(*program_, *fn, pool_, persistent_, ExecutorOptions{.arena = options_.arena, .allocator = &memory_});
   return *executors_.emplace(name, std::move(e)).first->second;
 }
 
@@ -169,6 +173,9 @@ std::map<std::string, HostTensor> Session::run(const std::string& name, const st
     feeds.push_back(&ps[f.micro]);
   }
   std::map<std::string, int64_t> symbols{{"$seed", static_cast<int64_t>(seed_)}, {"$step", step_}};
+  int64_t fed = 0;
+  for (const HostTensor* t : feeds) fed += t ? static_cast<int64_t>(t->bytes.size()) : 0;
+  input_peak_ = std::max(input_peak_, fed);
   return ex.run(feeds, symbols);
 }
 
@@ -187,6 +194,21 @@ float Session::train_step(const std::map<std::string, HostTensor>& batch) {
 
 std::map<std::string, HostTensor> Session::eval(const std::map<std::string, HostTensor>& batch) {
   return run("eval", batch);
+}
+
+MemoryUsage Session::memory_usage() const {
+  MemoryUsage u;
+  for (const HostTensor& t : persistent_) u.persistent += static_cast<int64_t>(t.bytes.size());
+  u.inputs = input_peak_;
+  u.allocator = memory_.stats();
+  return u;
+}
+
+std::string Session::memory_summary() const { return memory_.memory_summary(); }
+
+void Session::reset_peak_memory() {
+  memory_.reset_peak();
+  input_peak_ = 0;
 }
 
 uint32_t Session::persistent_id(const std::string& name, BufferRole role) const {

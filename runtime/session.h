@@ -27,6 +27,7 @@
 #include "runtime/cpu/executor.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/error.h"
+#include "runtime/memory/caching_allocator.h"
 #include "runtime/program.h"
 #include "runtime/tensor.h"
 
@@ -42,6 +43,24 @@ struct SessionOptions {
   // The length of the run, for the learning-rate schedule (cosine decays over it). 0: the
   // Program's train.steps.
   int64_t total_steps = 0;
+  // Lay each function's temporaries out in one arena by its static memory plan
+  // (runtime/memory_plan.h); false: one allocation per buffer.
+  bool arena = true;
+  // The most bytes the session's allocator may take from the system at once (0: no
+  // limit). What the runtime allocates per step (the arenas) comes from a caching
+  // allocator (runtime/memory/caching_allocator.h) over host memory with this limit; a
+  // step that needs more ends with a RuntimeError that carries its memory summary.
+  size_t memory_limit = 0;
+};
+
+// What a session holds, and the most it held at once (the measured side of the memory
+// plan's prediction, compiler/passes/memory_report.h).
+struct MemoryUsage {
+  int64_t persistent = 0;  // parameters and optimizer state
+  int64_t inputs = 0;      // the most bytes one call was fed (read in place; micro-batch copies)
+  MemoryStats allocator;   // the caching allocator's statistics (arenas)
+  // persistent + inputs + the allocator's peak of allocated bytes since reset_peak_memory.
+  int64_t peak() const { return persistent + inputs + allocator.all.allocated_bytes.peak; }
 };
 
 class Session {
@@ -89,12 +108,24 @@ class Session {
   // The learning rate train_step feeds at the current step.
   double current_lr() const;
 
+  // Memory: usage and peak, the allocator's summary table, and a new peak window (the
+  // input peak and the allocator's peaks restart from what is held now).
+  MemoryUsage memory_usage() const;
+  std::string memory_summary() const;
+  void reset_peak_memory();
+
  private:
   Executor& executor(const std::string& fn);
   std::map<std::string, HostTensor> run(const std::string& fn, const std::map<std::string, HostTensor>& batch);
   uint32_t persistent_id(const std::string& name, BufferRole role) const;
 
   std::shared_ptr<const Program> program_;
+  SessionOptions options_;
+  // Declared before the executors, which free their arenas into it.
+  HostRawAllocator raw_memory_;
+  ImmediateEventBackend events_;
+  CachingAllocator memory_;
+  int64_t input_peak_ = 0;
   uint64_t seed_ = 0;
   int64_t total_steps_ = 0;
   int64_t step_ = 0;

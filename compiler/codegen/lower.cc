@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <map>
 
+#include "compiler/codegen/kernel_emit.h"
 #include "compiler/codegen/kernels.h"
 #include "compiler/codegen/sizes.h"
 #include "compiler/ir/op_registry.h"
@@ -34,6 +35,7 @@ class Lowering {
   void lower_function(const std::string& name, const Graph& g, bool training) {
     rt::Function f;
     f.name = name;
+    fn_ = name;
     std::map<std::pair<NodeId, uint32_t>, uint32_t> buf;  // node output -> buffer
     auto buffer_of = [&](const Value& v) {
       if (!v.valid()) return rt::kNoBuffer;
@@ -46,7 +48,7 @@ class Lowering {
       if (n.op == OpKind::Param || n.op == OpKind::State) {
         buf[{id, 0}] = persistent(n);
       } else if (n.op == OpKind::Input) {
-        uint32_t b = add_buffer(n.name, n.outputs[0], rt::BufferRole::Input);
+        uint32_t b = add_buffer(n.name, n.outputs[0], rt::BufferRole::Input, Value{id, 0});
         uint32_t micro = n.attrs.has("micro") ? static_cast<uint32_t>(n.attrs.i("micro")) : 0;
         f.micro_batches = std::max(f.micro_batches, micro + 1);
         f.feeds.push_back({n.name, micro, b});
@@ -71,7 +73,7 @@ class Lowering {
         const Value& v = outs[o];
         const int over = o < overwrites.size() ? overwrites[o] : -1;
         uint32_t b = over >= 0 ? in.inputs.at(base + static_cast<size_t>(over))
-                               : add_buffer(fmt::format("%{}", v.node), g.type(v), rt::BufferRole::Temp);
+                               : add_buffer(fmt::format("%{}", v.node), g.type(v), rt::BufferRole::Temp, v);
         buf[{v.node, v.index}] = b;
         in.outputs.push_back(b);
       }
@@ -91,8 +93,10 @@ class Lowering {
         for (const Value& v : grp->inputs) in.inputs.push_back(buffer_of(v));
       }
       for (size_t k = 0; k < groups.size(); ++k) place_outputs(groups[k]->outputs, groups[k]->overwrites, input_base[k], in);
-      EmittedKernel k = kc_.emit_horizontal(g, groups, plan.inlined, eo);
-      set_kernel(in, k);
+      if (!opts_.dry_run) {
+        EmittedKernel k = kc_.emit_horizontal(g, groups, plan.inlined, eo);
+        set_kernel(in, k);
+      }
       f.instrs.push_back(std::move(in));
     };
     for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
@@ -127,21 +131,30 @@ class Lowering {
         library_attrs(lib, in);
         library_epilogue(g, grp, in);
       } else {
-        EmittedKernel k = kc_.emit_group(g, grp, plan.inlined, eo);
-        set_kernel(in, k);
-        if (k.partial) {
-          // A two-phase reduction: its Partial kernel first, from the group's inputs into a
-          // scratch buffer, which this (Finish) kernel reads after the group's inputs.
+        // A two-phase reduction (ReducePlan::chunks > 1) runs its Partial kernel first, from
+        // the group's inputs into a scratch buffer, which this (Finish) kernel reads after
+        // the group's inputs. A dry run places the same instruction and scratch, kernel-less.
+        std::optional<EmittedKernel::Partial> partial;
+        if (!opts_.dry_run) {
+          EmittedKernel k = kc_.emit_group(g, grp, plan.inlined, eo);
+          set_kernel(in, k);
+          partial = std::move(k.partial);
+        } else if (grp.kind == FusionGroup::Kind::Reduce) {
+          if (ReducePlan rp = plan_reduction(g, g.node(grp.anchor)); rp.chunks > 1)
+            partial = EmittedKernel::Partial{0, {}, {}, 1, rp.scratch_type, rp.scratch_elements};
+        }
+        if (partial) {
           rt::Instr part;
           part.where = in.where;
           part.kind = rt::Instr::Kind::Kernel;
-          part.kernel = k.partial->kernel;
-          part.sizes = std::move(k.partial->sizes);
-          part.extent = std::move(k.partial->extent);
-          part.grain = k.partial->grain;
+          part.kernel = partial->kernel;
+          part.sizes = std::move(partial->sizes);
+          part.extent = std::move(partial->extent);
+          part.grain = partial->grain;
           part.inputs = in.inputs;
-          const TensorType scratch{k.partial->scratch_type, {Dim(k.partial->scratch_elements)}};
-          part.outputs = {add_buffer(fmt::format("%{}.partials", grp.anchor), scratch, rt::BufferRole::Temp)};
+          const TensorType scratch{partial->scratch_type, {Dim(partial->scratch_elements)}};
+          part.outputs = {
+              add_buffer(fmt::format("%{}.partials", grp.anchor), scratch, rt::BufferRole::Temp, Value{grp.anchor, 0})};
           in.inputs.push_back(part.outputs[0]);
           f.instrs.push_back(std::move(part));
         }
@@ -157,7 +170,7 @@ class Lowering {
         copy.kind = rt::Instr::Kind::Library;
         copy.op = "copy";
         copy.inputs = {b};
-        b = add_buffer(o.name, g.type(o.value), rt::BufferRole::Output);
+        b = add_buffer(o.name, g.type(o.value), rt::BufferRole::Output, o.value);
         copy.outputs = {b};
         f.instrs.push_back(std::move(copy));
       }
@@ -171,13 +184,16 @@ class Lowering {
   }
 
  private:
-  uint32_t add_buffer(std::string name, const TensorType& t, rt::BufferRole role) {
+  // `v`: the value the buffer holds in the current function's graph (none for params
+  // and states).
+  uint32_t add_buffer(std::string name, const TensorType& t, rt::BufferRole role, Value v = {}) {
     rt::BufferDesc d;
     d.name = std::move(name);
     d.type = elem_type(t.dtype);
     d.shape = syms_.shape(t.shape);
     d.role = role;
     p_.buffers.push_back(std::move(d));
+    if (opts_.buffer_values) opts_.buffer_values->emplace_back(v.valid() ? fn_ : std::string(), v);
     return static_cast<uint32_t>(p_.buffers.size() - 1);
   }
 
@@ -237,6 +253,7 @@ class Lowering {
   KernelCompiler& kc_;
   const LowerOptions& opts_;
   std::map<std::string, uint32_t> persistent_;
+  std::string fn_;  // the function being lowered
 };
 
 }  // namespace
@@ -316,6 +333,11 @@ std::shared_ptr<rt::Program> lower_program(const Graph& forward, const Graph* tr
   Lowering l(*p, syms, kc, options);
   if (train_step) l.lower_function("train_step", *train_step, true);
   l.lower_function("eval", forward, false);
+  if (options.dry_run) {
+    p->symbols = syms.names();
+    if (train) p->train = lower_train_settings(*train);
+    return p;
+  }
   if (!options.ptx_target.empty()) {
     p->ptx = kc.ptx(options.ptx_target);
     p->ptx_target = options.ptx_target;

@@ -39,6 +39,17 @@ struct LowerOptions {
   std::string* shared_object = nullptr;
   // When set, receives the kernels' target-neutral LLVM module text (--emit=llvm).
   std::string* llvm_text = nullptr;
+  // When set, receives by buffer id the graph value each buffer holds and the function
+  // whose graph it is in ("train_step", "eval"; empty for params and states, which every
+  // function shares), for the memory report (compiler/passes/memory_report.h). A two-phase
+  // reduction's scratch holds its reduction node's value.
+  std::vector<std::pair<std::string, Value>>* buffer_values = nullptr;
+  // Buffers and instructions only: no kernel is emitted or compiled (every kernel
+  // instruction names kernel 0 of none), so the Program cannot run, but its buffers,
+  // instructions and so its memory plan are the real one's. Milliseconds where real
+  // lowering takes seconds: what checkpoint placement sizes its candidates with, and what
+  // `modelc --emit=memory` reports.
+  bool dry_run = false;
 };
 
 // `train_step` may be null (a model without a train section): the Program then has "eval"

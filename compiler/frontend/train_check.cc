@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "compiler/frontend/sema_impl.h"
+#include "compiler/support/bytes.h"
 
 namespace modelc {
 
@@ -124,7 +125,8 @@ bool check_train(Sema& s, const ast::Train& t, TrainConfig& out) {
   out.model = t.name;
   out.loc = t.loc;
   static const char* const kKeys[] = {"data", "batch", "optimizer", "schedule", "precision", "clip_grad_norm",
-                                      "steps", "epochs", "seed", "accumulate", "eval_every", "validation"};
+                                      "steps", "epochs", "seed", "accumulate", "eval_every", "validation",
+                                      "mem_budget"};
   std::map<std::string, SourceLoc> seen;
   bool ok = true;
   for (const ast::TrainEntry& e : t.entries) {
@@ -183,7 +185,26 @@ bool check_train(Sema& s, const ast::Train& t, TrainConfig& out) {
     else if (k == "eval_every") ok &= positive_int(out.eval_every, false);
     else if (k == "clip_grad_norm") ok &= number(out.clip_grad_norm, 0, INFINITY, "greater than 0");
     else if (k == "validation") ok &= number(out.validation, 0, 1, "between 0 and 1");
-    else if (k == "precision") {
+    else if (k == "mem_budget") {
+      const ast::Expr& v = *e.value;
+      std::optional<int64_t> bytes;
+      if (v.kind == ast::Expr::Kind::Str) {
+        bytes = parse_bytes(v.text);
+      } else {
+        SVal n = s.eval(v);
+        if (n.is_error()) {
+          ok = false;
+          continue;
+        }
+        if (n.kind == SVal::Kind::Int && n.i.is_const()) bytes = n.i.const_value();
+      }
+      if (!bytes || *bytes <= 0) {
+        s.diags_.error(v.loc, "'mem_budget' must be a positive size such as \"8GiB\", \"512MiB\" or a number of bytes");
+        ok = false;
+      } else {
+        out.mem_budget = bytes;
+      }
+    } else if (k == "precision") {
       const ast::Expr& v = *e.value;
       std::string p = v.kind == ast::Expr::Kind::Name ? v.text : v.kind == ast::Expr::Kind::Str ? v.text : "";
       if (p != "fp32" && p != "bf16" && p != "fp16") {
@@ -226,6 +247,7 @@ std::string print_train_config(const TrainConfig& t) {
   val("eval_every", t.eval_every);
   val("seed", t.seed);
   val("precision", t.precision);
+  val("mem_budget", t.mem_budget);
   return out + "}\n";
 }
 

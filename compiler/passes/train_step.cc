@@ -239,6 +239,12 @@ class StepBuilder {
     for (NodeId p : params_) wrt.push_back(Value{p, 0});
     std::vector<Value> grads = append_gradients(g_, loss, wrt);
     MODELC_CHECK(grads.size() == wrt.size(), "autodiff returned the wrong number of gradients");
+    // The memory report tells gradients from other temporaries by this name (only source
+    // nodes' names mean anything else, compiler/ir/graph.h).
+    for (size_t i = 0; i < grads.size(); ++i) {
+      Node& gn = g_.nodes[grads[i].node];
+      if (gn.name.empty() && !gn.inputs.empty()) gn.name = "grad " + g_.node(params_[i]).name;
+    }
     Value total;
     for (Value gr : grads) {
       Value s = as(emit(OpKind::Sum, {mul(gr, gr)}), DType::F32);

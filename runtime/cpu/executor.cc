@@ -9,6 +9,8 @@
 #include <limits>
 
 #include "kernels/cpu/library.h"
+#include "runtime/memory/caching_allocator.h"
+#include "runtime/memory_plan.h"
 
 namespace modelc::rt {
 
@@ -43,10 +45,31 @@ alignas(64) uint8_t g_empty[64];
 
 uint8_t* data_or_empty(const HostTensor& t) { return t.bytes.empty() ? g_empty : const_cast<uint8_t*>(t.bytes.data()); }
 
-struct AlignedFree {
-  void operator()(uint8_t* p) const { std::free(p); }
+// Memory from the session's caching allocator, or the C heap without one.
+struct StorageFree {
+  CachingAllocator* allocator = nullptr;
+  void operator()(uint8_t* p) const {
+    if (allocator) allocator->free(p);
+    else std::free(p);
+  }
 };
-using Storage = std::unique_ptr<uint8_t, AlignedFree>;
+using Storage = std::unique_ptr<uint8_t, StorageFree>;
+
+// `bytes` (> 0) aligned to kArenaAlignment; throws RuntimeError naming `what` when out of
+// memory (the allocator's message carries its memory summary).
+Storage allocate(CachingAllocator* allocator, size_t bytes, const std::string& what) {
+  if (allocator) {
+    try {
+      return Storage(static_cast<uint8_t*>(allocator->allocate(bytes)), StorageFree{allocator});
+    } catch (const RuntimeError& e) {
+      throw RuntimeError(fmt::format("out of memory allocating {} bytes for {}: {}", bytes, what, e.what()));
+    }
+  }
+  size_t rounded = (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(kArenaAlignment, rounded));
+  if (!p) throw RuntimeError(fmt::format("out of memory allocating {} bytes for {}", bytes, what));
+  return Storage(p, StorageFree{});
+}
 
 }  // namespace
 
@@ -54,15 +77,19 @@ struct Executor::Layout {
   std::vector<bool> used;                     // by buffer id
   std::vector<std::vector<int64_t>> shapes;   // evaluated, by buffer id
   std::vector<void*> ptrs;                    // by buffer id
-  std::vector<Storage> storage;               // temps and outputs, by buffer id
-  std::vector<size_t> capacity;               // bytes allocated, by buffer id
+  std::vector<Storage> storage;               // temps and outputs, by buffer id (no arena)
+  std::vector<size_t> capacity;               // bytes allocated, by buffer id (no arena)
+  size_t arena_bytes = 0;                     // the last run's arena
+  ArenaPlan plan;
   std::vector<std::vector<int64_t>> sizes;    // per instruction: the size table
   std::vector<int64_t> extents;               // per instruction
   std::vector<kernels::LibraryFn> lib;        // per instruction (library ops)
 };
 
-Executor::Executor(const Program& program, const Function& fn, ThreadPool& pool, std::vector<HostTensor>& persistent)
-    : program_(program), fn_(fn), pool_(pool), persistent_(persistent), layout_(std::make_unique<Layout>()) {
+Executor::Executor(const Program& program, const Function& fn, ThreadPool& pool, std::vector<HostTensor>& persistent,
+                   ExecutorOptions options)
+    : program_(program), fn_(fn), pool_(pool), persistent_(persistent), options_(options),
+      layout_(std::make_unique<Layout>()) {
   size_t nb = program.buffers.size();
   Layout& L = *layout_;
   L.used.assign(nb, false);
@@ -175,9 +202,12 @@ void Executor::bind(std::span<const HostTensor* const> feeds, const std::map<std
       fail(fmt::format("input {} holds {} bytes, but its shape {} needs {}", feed_name(f), t->bytes.size(), t->shape_str(),
                        static_cast<size_t>(t->numel()) * elem_bytes(t->type)));
   }
-  if (vals != values_ || layouts_ == 0) {
+  if (vals != values_ || !laid_out_) {
+    // A layout that failed (out of memory) leaves none: the next run lays out again.
     values_ = vals;
+    laid_out_ = false;
     lay_out();
+    laid_out_ = true;
   }
 }
 
@@ -199,15 +229,19 @@ void Executor::lay_out() {
     std::vector<int64_t>& shape = L.shapes[b];
     shape.clear();
     for (const SizeExpr& e : d.shape) shape.push_back(eval(e, fmt::format("the shape of buffer '{}'", d.name)));
-    if (d.role == BufferRole::Temp || d.role == BufferRole::Output) {
+    if ((d.role == BufferRole::Temp || d.role == BufferRole::Output) && !options_.arena) {
       size_t bytes = elem_bytes(d.type);
       for (int64_t x : shape)
         if (__builtin_mul_overflow(bytes, static_cast<size_t>(x), &bytes)) fail(fmt::format("buffer '{}' is too large", d.name));
-      size_t cap = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+      size_t cap = std::max<size_t>(bytes, 1);
       if (cap > L.capacity[b]) {
-        auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, cap));
-        if (!p) fail(fmt::format("out of memory allocating {} bytes for buffer '{}'", cap, d.name));
-        L.storage[b].reset(p);
+        L.storage[b].reset();
+        L.capacity[b] = 0;
+        try {
+          L.storage[b] = allocate(options_.allocator, cap, fmt::format("buffer '{}'", d.name));
+        } catch (const RuntimeError& e) {
+          fail(e.what());
+        }
         L.capacity[b] = cap;
       }
       L.ptrs[b] = L.storage[b].get();
@@ -216,6 +250,15 @@ void Executor::lay_out() {
       if (t.shape != shape || t.type != d.type)
         fail(fmt::format("persistent buffer '{}' holds {}{}, expected {}{}", d.name, elem_name(t.type), t.shape_str(),
                          elem_name(d.type), shape_str(shape)));
+    }
+  }
+  if (options_.arena) {
+    // Every temp and output at its offset in one arena (runtime/memory_plan.h), the layout
+    // `modelc --emit=memory` predicts. The arena itself is taken for each run (run()).
+    try {
+      L.plan = plan_function_memory(program_, fn_, values_);
+    } catch (const RuntimeError& e) {
+      fail(e.what());
     }
   }
   L.sizes.resize(fn_.instrs.size());
@@ -234,6 +277,10 @@ void Executor::lay_out() {
   }
   ++layouts_;
 }
+
+int64_t Executor::arena_bytes() const { return static_cast<int64_t>(layout_->arena_bytes); }
+
+int64_t Executor::planned_arena_bytes() const { return layout_->plan.size; }
 
 void Executor::run_instr(size_t i) {
   const Instr& in = fn_.instrs[i];
@@ -272,6 +319,20 @@ std::map<std::string, HostTensor> Executor::run(std::span<const HostTensor* cons
                                                 const std::map<std::string, int64_t>& symbols) {
   bind(feeds, symbols);
   Layout& L = *layout_;
+  // The arena lives for this run only: functions of one session take turns in the same
+  // cached memory (the allocator keeps the freed block for the next run), so the session
+  // holds the largest function's arena, not their sum.
+  Storage arena;
+  if (options_.arena) {
+    const auto need = static_cast<size_t>(std::max<int64_t>(L.plan.size, kArenaAlignment));
+    try {
+      arena = allocate(options_.allocator, need, "the arena of its temporaries");
+    } catch (const RuntimeError& e) {
+      fail(e.what());
+    }
+    L.arena_bytes = need;
+    for (const BufferLife& l : L.plan.lives) L.ptrs[l.buffer] = arena.get() + L.plan.offset[l.buffer];
+  }
   for (size_t i = 0; i < feeds.size(); ++i)
     L.ptrs[fn_.feeds[i].buffer] = data_or_empty(*feeds[i]);
   for (size_t b = 0; b < program_.buffers.size(); ++b) {

@@ -2,8 +2,10 @@
 //
 // A run binds the Program's symbols from the shapes of the fed inputs (a dim that is a
 // single symbol with coefficient 1 binds it; every other dim must then evaluate equal) and
-// from the caller's named values ("$seed", "$step"), lays out the function's buffers (kept
-// between runs while the symbol values do not change), runs each instruction in order (a
+// from the caller's named values ("$seed", "$step"), lays out the function's buffers (the
+// static memory plan, runtime/memory_plan.h, kept between runs while the symbol values do
+// not change; the arena itself is taken from the allocator for each run and given back at
+// its end), runs each instruction in order (a
 // Kernel: parallel_for over its extent calling the host code; a Library op: the table in
 // kernels/cpu/library.h), copies each update (new value -> persistent buffer) and returns
 // copies of the outputs. Inputs are read in place (never copied); params and optimizer
@@ -24,6 +26,17 @@
 
 namespace modelc::rt {
 
+class CachingAllocator;
+
+struct ExecutorOptions {
+  // Lay the function's temps and outputs out in one arena at the offsets of its static
+  // memory plan (runtime/memory_plan.h); false: one allocation per buffer (for tests that
+  // check the plan against buffers that cannot alias).
+  bool arena = true;
+  // Where the arena (or the buffers) come from; null: the C heap. Must outlive the executor.
+  CachingAllocator* allocator = nullptr;
+};
+
 class Executor {
  public:
   // `persistent` is indexed by buffer id and must hold a tensor of the right type and
@@ -31,7 +44,8 @@ class Executor {
   // executor and keep its storage in place (set values by copying into it). Checks the
   // function (buffer ids, kernels, library ops, feeds) and throws RuntimeError naming the
   // function and instruction on a problem.
-  Executor(const Program& program, const Function& fn, ThreadPool& pool, std::vector<HostTensor>& persistent);
+  Executor(const Program& program, const Function& fn, ThreadPool& pool, std::vector<HostTensor>& persistent,
+           ExecutorOptions options = {});
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -47,6 +61,10 @@ class Executor {
   // How many times the buffers were laid out (a new layout happens when symbols change).
   int64_t layouts() const { return layouts_; }
   const Function& function() const { return fn_; }
+  // The bytes of the last run's arena (0 before the first run or without an arena; at
+  // least kArenaAlignment), and the size the memory plan of the current layout asks for.
+  int64_t arena_bytes() const;
+  int64_t planned_arena_bytes() const;
 
  private:
   struct Layout;
@@ -59,9 +77,11 @@ class Executor {
   const Function& fn_;
   ThreadPool& pool_;
   std::vector<HostTensor>& persistent_;
+  ExecutorOptions options_;
   std::vector<int64_t> values_;                // symbol values of the current layout
   std::unique_ptr<Layout> layout_;
   int64_t layouts_ = 0;
+  bool laid_out_ = false;  // the buffers are laid out for values_
 };
 
 }  // namespace modelc::rt

@@ -3,6 +3,7 @@
 //   modelc [options] FILE.model                  check the file
 //   modelc [options] FILE.model -o FILE.plan     compile it into a plan (runtime/plan.h)
 //   modelc --emit=WHAT [-o FILE] FILE.model      print a stage: tokens, ast, ir, grad, fusion, llvm, ptx
+//   modelc --emit=memory [-D B=64] [--memory 80GiB] FILE.model   the predicted peak memory
 //
 // Diagnostics go to stderr; the requested output to stdout or -o FILE (written to a
 // temporary file and renamed, so a failed run never leaves a half-written file).
@@ -13,13 +14,17 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
+#include <map>
 #include <memory>
+#include <optional>
 
 #include "compiler/codegen/kernels.h"
 #include "compiler/codegen/object.h"
 #include "compiler/compile.h"
 #include "compiler/compile_program.h"
 #include "compiler/passes/fusion.h"
+#include "compiler/passes/memory_report.h"
 #include "compiler/frontend/parser.h"
 #include "compiler/ir/printer.h"
 #include "compiler/ir/verifier.h"
@@ -61,16 +66,60 @@ bool write_output(const std::string& path, const std::string& text) {
 // `ptx_target` is set; `text` receives what llvm and ptx print. Returns the Program, or
 // null when diagnostics were reported.
 std::shared_ptr<modelc::rt::Program> compile(modelc::Compilation& c, const std::string& file, const std::string& emit,
-                                             const std::string& ptx_target, bool fusion, std::string& text,
+                                             const std::string& ptx_target, modelc::ProgramOptions po, std::string& text,
                                              std::string& shared_object) {
-  modelc::ProgramOptions po;
-  po.fusion = fusion;
   po.ptx_target = ptx_target;
   if (emit == "plan") po.shared_object = &shared_object;
   if (emit == "llvm") po.llvm_text = &text;
   auto program = modelc::compile_program(c, file, po);
   if (program && emit == "ptx") text = program->ptx;
   return program;
+}
+
+// --emit=memory: a -D that names a dim the model leaves free (declared without a default,
+// such as the batch B) is not compiled in but binds the symbol where the plan is sized, so
+// the report can also search the largest batch that fits. Moves those defines from `opts`
+// into the returned bindings. Parse errors are left for the real compilation to report.
+std::map<std::string, int64_t> take_free_dim_defines(modelc::CompileOptions& opts, const std::string& file) {
+  std::map<std::string, int64_t> bindings;
+  modelc::CompileOptions quiet = opts;
+  quiet.defines.clear();
+  modelc::Compilation probe(quiet);
+  if (!probe.load(file)) return bindings;
+  const modelc::ast::Model* model = nullptr;
+  for (const modelc::ast::Model& m : probe.main_module().models)
+    if (opts.model.empty() || m.name == opts.model) model = &m;
+  if (!model) return bindings;
+  std::vector<std::pair<std::string, std::string>> rest;
+  for (const auto& [name, value] : opts.defines) {
+    bool free_dim = false;
+    for (const modelc::ast::DimParam& d : model->dims) free_dim |= d.name == name && !d.default_value;
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (free_dim && used == value.size() && v > 0) bindings[name] = v;
+    else rest.emplace_back(name, value);
+  }
+  opts.defines = rest;
+  return bindings;
+}
+
+// The memory report of the train step (or eval, without a train section), and what
+// checkpoint placement recomputed.
+std::string memory_text(const modelc::rt::Program& p, const std::vector<modelc::BufferOrigin>& origins,
+                        const std::map<std::string, int64_t>& bindings, std::optional<int64_t> memory,
+                        const modelc::CheckpointReport& ck) {
+  const std::string fn = p.function("train_step") ? "train_step" : "eval";
+  modelc::MemoryReportOptions ro;
+  ro.memory = memory;
+  modelc::MemoryPrediction m = modelc::predict_memory(p, fn, origins, modelc::bind_symbols(p, fn, bindings));
+  std::string text = modelc::print_memory_report(p, origins, m, ro);
+  if (fn == "train_step") text += modelc::print_checkpoint_report(ck, m.peak);
+  return text;
 }
 
 }  // namespace
@@ -89,8 +138,10 @@ int main(int argc, char** argv) {
                  "fusion (the kernels the train step becomes: each fused group with its nodes, "
                  "inputs, outputs and source lines; the forward graph without a train section), "
                  "llvm (the kernels' LLVM IR), ptx (the kernels' PTX for --target), plan (the "
-                 "compiled program for modelrun; needs -o, and is what -o alone writes)")
-      ->check(CLI::IsMember({"tokens", "ast", "ir", "grad", "fusion", "llvm", "ptx", "plan"}));
+                 "compiled program for modelrun; needs -o, and is what -o alone writes), memory (the "
+                 "train step's predicted peak memory: its breakdown, the largest buffers and their "
+                 "source lines; -D binds free dims such as the batch B, default the train section's)")
+      ->check(CLI::IsMember({"tokens", "ast", "ir", "grad", "fusion", "llvm", "ptx", "plan", "memory"}));
   app.add_option("-o", output, "write the output to FILE instead of stdout; without --emit, FILE is a compiled .plan")
       ->option_text("FILE");
   CLI::Option* target_opt =
@@ -100,6 +151,21 @@ int main(int argc, char** argv) {
   app.add_option("-D", defines, "bind a model dimension or override a top-level constant: -D B=64")
       ->option_text("NAME=VALUE")
       ->allow_extra_args(false);
+  std::string memory_str, budget_str, checkpoint_algo = "greedy";
+  app.add_option("--mem-budget", budget_str,
+                 "the peak memory the train step must fit in (8GiB, 512MiB, bytes; overrides the train "
+                 "section's mem_budget): activations are recomputed in the backward pass until it fits")
+      ->option_text("BYTES");
+  app.add_option("--recompute", checkpoint_algo,
+                 "what to recompute in the backward pass: greedy (with --mem-budget, fewest FLOPs per byte "
+                 "freed; the default), sqrtn (Chen et al.'s sqrt(n) segments, the baseline), none (keep every "
+                 "activation, ignore @checkpoint and budgets)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"greedy", "sqrtn", "none"}));
+  app.add_option("--memory", memory_str,
+                 "with --emit=memory: the device memory to fit in (80GiB, 512MiB, 1.5GB, bytes); "
+                 "reports the largest batch that fits")
+      ->option_text("BYTES");
   app.add_option("--model", model, "which model of the file to compile (default: its only one)");
   app.add_flag("--check", check, "check the file and print only diagnostics");
   app.add_option("-W", warn, "-Werror: treat warnings as errors")->option_text("error");
@@ -152,6 +218,26 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "modelc: error: --emit=plan needs -o FILE.plan (a plan is a binary file, not for stdout)\n");
     return 2;
   }
+  std::optional<int64_t> memory;
+  if (!memory_str.empty()) {
+    memory = modelc::parse_bytes(memory_str);
+    if (!memory) {
+      fmt::print(stderr, "modelc: error: --memory {}: expected a size such as 80GiB, 512MiB or 1.5GB\n", memory_str);
+      return 2;
+    }
+    if (emit != "memory") {
+      fmt::print(stderr, "modelc: error: --memory needs --emit=memory\n");
+      return 2;
+    }
+  }
+  std::optional<int64_t> mem_budget;
+  if (!budget_str.empty()) {
+    mem_budget = modelc::parse_bytes(budget_str);
+    if (!mem_budget || *mem_budget <= 0) {
+      fmt::print(stderr, "modelc: error: --mem-budget {}: expected a size such as 8GiB, 512MiB or 1.5GB\n", budget_str);
+      return 2;
+    }
+  }
   modelc::CompileOptions opts;
   opts.model = model;
   opts.warnings_as_errors = warn == "error";
@@ -165,6 +251,14 @@ int main(int argc, char** argv) {
     opts.defines.emplace_back(d.substr(0, eq), d.substr(eq + 1));
   }
 
+  std::map<std::string, int64_t> bindings;
+  if (emit == "memory") bindings = take_free_dim_defines(opts, file);
+  modelc::ProgramOptions program_options;
+  program_options.fusion = fusion;
+  program_options.mem_budget = mem_budget;
+  program_options.recompute = checkpoint_algo != "none";
+  program_options.checkpoint_algorithm =
+      checkpoint_algo == "sqrtn" ? modelc::CheckpointAlgorithm::SqrtN : modelc::CheckpointAlgorithm::Greedy;
   modelc::Compilation c(opts);
   std::string text, shared_object;
   std::shared_ptr<modelc::rt::Program> program;
@@ -174,11 +268,22 @@ int main(int argc, char** argv) {
       uint32_t id = c.read(file);
       if (id) text = modelc::dump_tokens(id, c.sources());
       ok = id != 0;
+    } else if (emit == "memory") {
+      modelc::ProgramOptions po = program_options;
+      std::vector<modelc::BufferOrigin> origins;
+      modelc::CheckpointReport ck;
+      po.origins = &origins;
+      po.checkpoints = &ck;
+      po.bindings = bindings;
+      po.code = false;  // the memory plan needs buffers and instructions, not kernels
+      program = modelc::compile_program(c, file, po);
+      ok = program != nullptr;
+      if (ok) text = memory_text(*program, origins, bindings, memory, ck);
     } else if (emit == "llvm" || emit == "ptx" || emit == "plan") {
       // A plan holds PTX when --target asks for it: PTX needs the CUDA toolkit (libdevice
       // for the math functions), which a machine that trains on its CPU may lack.
       const bool ptx = emit == "ptx" || target_opt->count() > 0;
-      program = compile(c, file, emit, ptx ? target : "", fusion, text, shared_object);
+      program = compile(c, file, emit, ptx ? target : "", program_options, text, shared_object);
       ok = program != nullptr;
     } else if (c.load(file)) {
       if (emit == "ast") {

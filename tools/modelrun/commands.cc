@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "compiler/compile_program.h"
+#include "compiler/support/bytes.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/loader.h"
@@ -54,6 +55,14 @@ std::shared_ptr<rt::Program> compile_model(const CommonOptions& c, bool train) {
   Compilation comp(opts);
   ProgramOptions po;
   po.train = train;
+  if (!c.mem_budget.empty()) {
+    po.mem_budget = parse_bytes(c.mem_budget);
+    if (!po.mem_budget || *po.mem_budget <= 0)
+      throw UsageError(fmt::format("--mem-budget {}: expected a size such as 8GiB, 512MiB or 1.5GB", c.mem_budget));
+  }
+  po.recompute = c.recompute != "none";
+  po.checkpoint_algorithm = c.recompute == "sqrtn" ? CheckpointAlgorithm::SqrtN : CheckpointAlgorithm::Greedy;
+  po.batch = c.batch;
   auto program = compile_program(comp, c.file, po);
   std::cerr << comp.diags().render();
   if (!program) throw Reported{};
@@ -69,6 +78,9 @@ Loaded compile(const CommonOptions& c, bool train) {
     if (!c.model.empty())
       throw UsageError(fmt::format("--model does not apply to {}: a .plan holds one compiled model (choose it "
                                    "when compiling: modelc --model NAME FILE.model -o FILE.plan)", c.file));
+    if (!c.mem_budget.empty() || c.recompute != "greedy")
+      throw UsageError(fmt::format("--mem-budget and --recompute do not apply to {}: a .plan is already compiled "
+                                   "(give them to modelc: modelc --mem-budget BYTES FILE.model -o FILE.plan)", c.file));
     l.program = rt::read_plan(c.file);
   } else {
     l.program = compile_model(c, train);
@@ -191,6 +203,25 @@ rt::NamedTensors persistent_tensors(const rt::Session& s, bool with_state) {
   return out;
 }
 
+// The train step's peak memory as the memory plan predicts it at the program's batch: what
+// Session::memory_usage().peak() measures (compiler/passes/memory_report.h).
+int64_t predicted_peak(const rt::Program& p) {
+  return predict_memory(p, "train_step", {}, bind_symbols(p, "train_step", {})).peak;
+}
+
+// The session's threads and memory limit from the command line.
+rt::SessionOptions session_options(const CommonOptions& c) {
+  rt::SessionOptions so;
+  so.threads = c.threads;
+  if (!c.memory_limit.empty()) {
+    std::optional<int64_t> limit = parse_bytes(c.memory_limit);
+    if (!limit || *limit <= 0)
+      throw UsageError(fmt::format("--memory-limit {}: expected a size such as 8GiB, 512MiB or 1.5GB", c.memory_limit));
+    so.memory_limit = static_cast<size_t>(*limit);
+  }
+  return so;
+}
+
 void apply_common(rt::TrainSettings& t, const CommonOptions& c) {
   if (c.batch) {
     if (*c.batch < 1) throw std::runtime_error("--batch must be at least 1");
@@ -241,8 +272,7 @@ int run_train(const TrainOptions& o) {
                                            ds->size(rt::Split::Train), batch));
     int64_t total = t.steps > 0 ? t.steps : std::max<int64_t>(1, t.epochs) * per_epoch;
 
-    rt::SessionOptions so;
-    so.threads = o.common.threads;
+    rt::SessionOptions so = session_options(o.common);
     so.seed = static_cast<uint64_t>(t.seed);
     so.total_steps = total;
     rt::Session s(l.program, so);
@@ -355,6 +385,8 @@ int run_train(const TrainOptions& o) {
       fmt::print("unigram entropy of the training targets: {:.4f} nats (the loss of a model that ignores its input)\n",
                  ds->unigram_entropy());
     if (!ckpt_path.empty()) fmt::print("checkpoint: {}\n", ckpt_path);
+    fmt::print("memory: peak {} measured, {} predicted (modelc --emit=memory)\n", format_bytes(s.memory_usage().peak()),
+               format_bytes(predicted_peak(*l.program)));
     return 0;
   });
 }
@@ -364,8 +396,7 @@ int run_eval(const EvalOptions& o) {
     Loaded l = compile(o.common, false);
     apply_common(l.program->train, o.common);
     auto ds = open_data(l);
-    rt::SessionOptions so;
-    so.threads = o.common.threads;
+    rt::SessionOptions so = session_options(o.common);
     rt::Session s(l.program, so);
     rt::Checkpoint c = rt::load_checkpoint(o.checkpoint);
     rt::check_against(c, persistent_specs(s, false), /*allow_extra=*/true);
@@ -386,8 +417,7 @@ int run_bench(const BenchOptions& o) {
     if (!step_fn) throw std::runtime_error(fmt::format("model '{}' has no train section", l.program->model));
     auto ds = open_data(l);
     int64_t batch = t.batch * static_cast<int64_t>(step_fn->micro_batches);
-    rt::SessionOptions so;
-    so.threads = o.common.threads;
+    rt::SessionOptions so = session_options(o.common);
     so.total_steps = o.warmup + o.steps;
     rt::Session s(l.program, so);
     rt::TrainLoader loader(ds, batch, l.example_shape, static_cast<uint64_t>(t.seed));
@@ -405,9 +435,13 @@ int run_bench(const BenchOptions& o) {
     double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::sort(times.begin(), times.end());
     double median = times[times.size() / 2];
-    fmt::print("{:<14} {:>6} {:>8} {:>10} {:>12} {:>14}\n", "model", "batch", "threads", "steps/s", "samples/s", "median ms/step");
-    fmt::print("{:<14} {:>6} {:>8} {:>10.2f} {:>12.0f} {:>14.2f}\n", l.program->model, batch, s.threads(),
-               static_cast<double>(o.steps) / total, static_cast<double>(o.steps * batch) / total, 1e3 * median);
+    const int64_t predicted = predicted_peak(*l.program);
+    fmt::print("{:<14} {:>6} {:>8} {:>10} {:>12} {:>14} {:>14} {:>14}\n", "model", "batch", "threads", "steps/s",
+               "samples/s", "median ms/step", "peak MiB", "predicted MiB");
+    fmt::print("{:<14} {:>6} {:>8} {:>10.2f} {:>12.0f} {:>14.2f} {:>14.2f} {:>14.2f}\n", l.program->model, batch,
+               s.threads(), static_cast<double>(o.steps) / total, static_cast<double>(o.steps * batch) / total,
+               1e3 * median, static_cast<double>(s.memory_usage().peak()) / 1048576.0,
+               static_cast<double>(predicted) / 1048576.0);
     return 0;
   });
 }

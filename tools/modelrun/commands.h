@@ -19,6 +19,9 @@ struct CommonOptions {
   std::optional<int64_t> batch, seed;
   int threads = 0;
   bool quiet = false;
+  std::string mem_budget;              // --mem-budget BYTES (.model files only)
+  std::string recompute = "greedy";    // --recompute greedy|sqrtn|none
+  std::string memory_limit;            // --memory-limit BYTES: the runtime allocator's limit
 };
 
 struct TrainOptions {

@@ -21,6 +21,7 @@
 #include <stdexcept>
 
 #include "compiler/compile_program.h"
+#include "runtime/memory_plan.h"
 #include "runtime/session.h"
 
 namespace modelrun {
@@ -64,10 +65,9 @@ std::vector<int64_t> buffer_shape(const rt::Program& p, uint32_t b, std::span<co
   return shape;
 }
 
-double buffer_bytes(const rt::Program& p, uint32_t b, std::span<const int64_t> vals) {
-  double n = static_cast<double>(rt::elem_bytes(p.buffers.at(b).type));
-  for (int64_t d : buffer_shape(p, b, vals)) n *= static_cast<double>(d);
-  return n;
+double bytes_of(const rt::Program& p, uint32_t b, std::span<const int64_t> vals) {
+  buffer_shape(p, b, vals);  // names an unbound symbol clearly
+  return static_cast<double>(rt::buffer_bytes(p, b, vals));
 }
 
 bool is_float(rt::ElemType t) { return t == rt::ElemType::F32 || t == rt::ElemType::F16 || t == rt::ElemType::BF16; }
@@ -521,13 +521,13 @@ FunctionCost function_cost(const rt::Program& p, const rt::Function& fn, std::sp
       ++c.library_calls;
     }
     for (uint32_t b : in.inputs)
-      if (b != rt::kNoBuffer) c.bytes += buffer_bytes(p, b, symbol_values);
+      if (b != rt::kNoBuffer) c.bytes += bytes_of(p, b, symbol_values);
     for (uint32_t b : in.outputs)
-      if (b != rt::kNoBuffer) c.bytes += buffer_bytes(p, b, symbol_values);
+      if (b != rt::kNoBuffer) c.bytes += bytes_of(p, b, symbol_values);
   }
   for (const auto& [from, to] : fn.updates)
-    if (from != to) c.bytes += 2 * buffer_bytes(p, to, symbol_values);
-  for (const auto& [name, b] : fn.outputs) c.bytes += 2 * buffer_bytes(p, b, symbol_values);
+    if (from != to) c.bytes += 2 * bytes_of(p, to, symbol_values);
+  for (const auto& [name, b] : fn.outputs) c.bytes += 2 * bytes_of(p, b, symbol_values);
   return c;
 }
 

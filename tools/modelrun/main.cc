@@ -30,6 +30,19 @@ void add_common(CLI::App* app, modelrun::CommonOptions& c) {
   app->add_option("--seed", c.seed, "the run's seed: initialisation, shuffling, dropout");
   app->add_option("--threads", c.threads, "worker threads (default: one per core)")->check(CLI::NonNegativeNumber);
   app->add_flag("-q,--quiet", c.quiet, "print only the summary");
+  app->add_option("--mem-budget", c.mem_budget,
+                  "the peak memory the train step must fit in (8GiB, 512MiB, bytes; overrides the train section's "
+                  "mem_budget; .model files only): activations are recomputed in the backward pass until it fits")
+      ->option_text("BYTES");
+  app->add_option("--recompute", c.recompute,
+                  "what to recompute: greedy (with --mem-budget, fewest FLOPs per byte freed; the default), sqrtn "
+                  "(Chen et al.'s sqrt(n) segments), none (keep every activation, ignore @checkpoint and budgets)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"greedy", "sqrtn", "none"}));
+  app->add_option("--memory-limit", c.memory_limit,
+                  "the most memory the runtime may allocate per step beyond parameters and optimizer state "
+                  "(BYTES; a step that needs more stops with the allocator's memory summary)")
+      ->option_text("BYTES");
 }
 
 }  // namespace
