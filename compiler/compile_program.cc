@@ -27,6 +27,7 @@ struct StepSizer {
     LowerOptions lo;
     lo.fusion = fusion;
     lo.dry_run = true;
+    lo.eval = false;
     lo.buffer_values = values;
     auto p = lower_program(forward, &step, train, lo);
     if (batch) p->train.batch = *batch;
@@ -105,6 +106,7 @@ std::shared_ptr<rt::Program> compile_program(Compilation& c, const std::string& 
     CheckpointOptions co;
     co.budget = options.mem_budget ? options.mem_budget : train->mem_budget;
     co.algorithm = options.checkpoint_algorithm;
+    co.annotations = options.annotations;
     co.peak = [&sizer](const Graph& g) { return sizer.peak(g); };
     if (co.budget || options.checkpoints) {
       auto p = sizer.dry(*step);

@@ -26,6 +26,8 @@ struct ProgramOptions {
   // annotations are honoured with or without a budget.
   std::optional<int64_t> mem_budget;
   bool recompute = true;  // false: ignore @checkpoint and budgets (tests compare the two)
+  // false: ignore @checkpoint annotations, recompute only what mem_budget needs.
+  bool annotations = true;
   // false: buffers and instructions only, no kernel code (LowerOptions::dry_run): a
   // Program that cannot run but whose memory plan is the real one's, in milliseconds.
   bool code = true;

@@ -332,7 +332,7 @@ std::shared_ptr<rt::Program> lower_program(const Graph& forward, const Graph* tr
   KernelCompiler kc(syms, /*gpu=*/!options.ptx_target.empty());
   Lowering l(*p, syms, kc, options);
   if (train_step) l.lower_function("train_step", *train_step, true);
-  l.lower_function("eval", forward, false);
+  if (options.eval || !train_step) l.lower_function("eval", forward, false);
   if (options.dry_run) {
     p->symbols = syms.names();
     if (train) p->train = lower_train_settings(*train);

@@ -50,6 +50,8 @@ struct LowerOptions {
   // lowering takes seconds: what checkpoint placement sizes its candidates with, and what
   // `modelc --emit=memory` reports.
   bool dry_run = false;
+  // false: the train step only, no "eval" function (when only the step is sized).
+  bool eval = true;
 };
 
 // `train_step` may be null (a model without a train section): the Program then has "eval"

@@ -1,6 +1,8 @@
 #include "compiler/passes/checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <set>
 
 namespace modelc {
@@ -27,7 +29,7 @@ std::vector<NodeId> merged(const std::vector<NodeId>& a, const std::vector<NodeI
 CheckpointPlacement place_checkpoints(const Graph& step, const CheckpointOptions& o) {
   CheckpointPlacement r;
   for (NodeId id = 0; id < step.nodes.size(); ++id) r.step_flops += node_flops(step, id, o.dims);
-  const std::vector<NodeId> base = annotated_drop(step);
+  const std::vector<NodeId> base = o.annotations ? annotated_drop(step) : std::vector<NodeId>{};
   auto finish = [&](std::vector<NodeId> drop) {
     r.drop = merged(drop, {});
     Recomputed rc = recompute(step, r.drop);
@@ -39,7 +41,7 @@ CheckpointPlacement place_checkpoints(const Graph& step, const CheckpointOptions
     ++r.evaluations;
     return o.peak(recompute(step, drop).graph);
   };
-  r.algorithm = "@checkpoint";
+  r.algorithm = o.annotations ? "@checkpoint" : "none";
   if (!o.budget) {
     finish(base);
     return r;
@@ -55,51 +57,59 @@ CheckpointPlacement place_checkpoints(const Graph& step, const CheckpointOptions
     return r;
   }
   r.algorithm = "greedy";
-  std::vector<NodeId> cur = base;
-  int64_t pcur = base.empty() ? r.peak_before : peak(base);
-  if (pcur > budget) {
-    // Candidates by bytes freed per recomputed FLOP (ties: larger first, then earlier).
-    const StepParts parts = split_step(step);
-    const ByteSize bytes = bytes_under(o.dims);
-    const std::set<NodeId> in_base(base.begin(), base.end());
-    struct Candidate {
-      NodeId id;
-      double bytes, flops;
-    };
-    std::vector<Candidate> cands;
-    for (NodeId id : parts.saved) {
-      if (in_base.count(id)) continue;
-      double b = 0;
-      for (const TensorType& t : step.nodes[id].outputs) b += static_cast<double>(bytes(t));
-      cands.push_back({id, b, node_flops(step, id, o.dims)});
-    }
-    std::stable_sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
-      double sa = a.bytes / std::max(a.flops, 1.0), sb = b.bytes / std::max(b.flops, 1.0);
-      if (sa != sb) return sa > sb;
-      return a.bytes > b.bytes;
-    });
-    // Take each candidate whose recomputation does not raise the peak. (Dropping more is
-    // not always better: a dropped value whose inputs are dropped too is recomputed from
-    // further back, and a whole recomputed chain is live at once in the backward.)
-    std::vector<Candidate> chosen;
-    for (const Candidate& c : cands) {
-      std::vector<NodeId> trial = merged(cur, {c.id});
+  const StepParts parts = split_step(step);
+  const ByteSize bytes = bytes_under(o.dims);
+  // Candidates by bytes freed per recomputed FLOP (ties: larger first, then earlier).
+  struct Candidate {
+    NodeId id;
+    double bytes, flops;
+  };
+  std::vector<Candidate> cands;
+  std::map<NodeId, double> flops_of;
+  for (NodeId id : parts.saved) {
+    double b = 0;
+    for (const TensorType& t : step.nodes[id].outputs) b += static_cast<double>(bytes(t));
+    cands.push_back({id, b, node_flops(step, id, o.dims)});
+    flops_of[id] = cands.back().flops;
+  }
+  std::stable_sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
+    double sa = a.bytes / std::max(a.flops, 1.0), sb = b.bytes / std::max(b.flops, 1.0);
+    if (sa != sb) return sa > sb;
+    return a.bytes > b.bytes;
+  });
+  const std::set<NodeId> forced(base.begin(), base.end());
+  auto cost = [&](const std::vector<NodeId>& d) {
+    double f = 0;
+    for (NodeId id : d) f += flops_of.count(id) ? flops_of[id] : 0.0;
+    return f;
+  };
+
+  // From one start: add candidates in ranked order, each that does not raise the peak,
+  // until it fits; then give back, most expensive first, what the budget does not need.
+  struct Result {
+    std::vector<NodeId> drop;
+    int64_t peak;
+  };
+  auto descend = [&](std::vector<NodeId> cur) {
+    int64_t pcur = peak(cur);
+    for (size_t i = 0; pcur > budget && i < cands.size(); ++i) {
+      if (std::binary_search(cur.begin(), cur.end(), cands[i].id)) continue;
+      std::vector<NodeId> trial = merged(cur, {cands[i].id});
       int64_t pt = peak(trial);
       if (pt > pcur) continue;
       cur = std::move(trial);
       pcur = pt;
-      chosen.push_back(c);
-      if (pcur <= budget) break;
     }
     if (pcur <= budget) {
-      // Give back what the budget does not need, the most expensive recomputation first (a
-      // bounded number of tries: each is one evaluation of the oracle).
-      std::stable_sort(chosen.begin(), chosen.end(), [](const Candidate& a, const Candidate& b) { return a.flops > b.flops; });
-      constexpr size_t kMaxTries = 32;
-      for (size_t i = 0; i < chosen.size() && i < kMaxTries; ++i) {
+      std::vector<NodeId> order;
+      for (NodeId id : cur)
+        if (!forced.count(id)) order.push_back(id);
+      std::stable_sort(order.begin(), order.end(), [&](NodeId a, NodeId b) { return flops_of[a] > flops_of[b]; });
+      constexpr size_t kMaxTries = 16;  // the few most expensive hold most of the cost
+      for (size_t i = 0; i < order.size() && i < kMaxTries; ++i) {
         std::vector<NodeId> trial;
         for (NodeId id : cur)
-          if (id != chosen[i].id) trial.push_back(id);
+          if (id != order[i]) trial.push_back(id);
         int64_t pt = peak(trial);
         if (pt <= budget) {
           cur = std::move(trial);
@@ -107,10 +117,32 @@ CheckpointPlacement place_checkpoints(const Graph& step, const CheckpointOptions
         }
       }
     }
+    return Result{cur, pcur};
+  };
+
+  // Starts: the forced set alone, and the forced set with Chen's segmentation into k
+  // parts for k = sqrt(n) / 2, sqrt(n), 2 sqrt(n) (so the sqrt(n) placement itself is one of
+  // them: the result never recomputes more than it when it fits). The fitting result that recomputes the
+  // fewest FLOPs wins; without one, the lowest peak.
+  std::vector<std::vector<NodeId>> starts{base};
+  const auto root = static_cast<int64_t>(std::llround(std::sqrt(static_cast<double>(parts.saved.size()))));
+  const std::set<int64_t> ks{std::max<int64_t>(2, root / 2), root, 2 * root};
+  for (int64_t k : ks) starts.push_back(merged(base, segment_drop(step, bytes, k)));
+  std::optional<Result> best;
+  for (const std::vector<NodeId>& s0 : starts) {
+    Result res = descend(s0);
+    auto better = [&](const Result& a, const Result& b) {
+      bool fa = a.peak <= budget, fb = b.peak <= budget;
+      if (fa != fb) return fa;
+      if (!fa) return a.peak < b.peak;
+      double ca = cost(a.drop), cb = cost(b.drop);
+      return ca != cb ? ca < cb : a.peak < b.peak;
+    };
+    if (!best || better(res, *best)) best = std::move(res);
   }
-  r.peak_after = pcur;
-  r.fits = pcur <= budget;
-  finish(cur);
+  r.peak_after = best->peak;
+  r.fits = best->peak <= budget;
+  finish(best->drop);
   return r;
 }
 

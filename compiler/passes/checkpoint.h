@@ -3,8 +3,8 @@
 //
 // Reads: a train-step graph (compiler/passes/train_step.h) and a cost oracle that predicts
 // the peak of a candidate step (compile_program lowers it without code and sizes its real
-// memory plan, runtime/memory_plan.h). Guarantees: the drop set it returns always contains
-// the `@checkpoint` policy's (annotated_drop), and with a budget, the oracle's peak of the
+// memory plan, runtime/memory_plan.h). Guarantees: the drop set it returns contains the
+// `@checkpoint` policy's (annotated_drop) unless told to ignore annotations, and with a budget, the oracle's peak of the
 // recomputed step is within the budget when `fits` is set.
 //
 // Two algorithms:
@@ -39,6 +39,7 @@ enum class CheckpointAlgorithm : uint8_t { Greedy, SqrtN };
 struct CheckpointOptions {
   std::optional<int64_t> budget;  // bytes; none: only the @checkpoint annotations
   CheckpointAlgorithm algorithm = CheckpointAlgorithm::Greedy;
+  bool annotations = true;  // honour @checkpoint (false: only what the budget needs)
   // The predicted peak of a (recomputed) train step, in bytes.
   std::function<int64_t(const Graph&)> peak;
   // Symbol values that size tensors and FLOPs (B = 32, ...).

@@ -249,6 +249,11 @@ std::vector<NodeId> annotated_drop(const Graph& step) {
 }
 
 std::vector<NodeId> sqrt_n_drop(const Graph& step, const ByteSize& bytes) {
+  const size_t n = split_step(step).saved.size();
+  return segment_drop(step, bytes, std::max<int64_t>(1, std::llround(std::sqrt(static_cast<double>(n)))));
+}
+
+std::vector<NodeId> segment_drop(const Graph& step, const ByteSize& bytes, int64_t segments) {
   StepParts parts = split_step(step);
   if (parts.saved.empty()) return {};
   std::vector<bool> src = sources_of(step), results = read_by_results(step);
@@ -266,7 +271,7 @@ std::vector<NodeId> sqrt_n_drop(const Graph& step, const ByteSize& bytes) {
     for (NodeId id : parts.saved) weight[id] = 1;
     total = static_cast<int64_t>(parts.saved.size());
   }
-  const auto k = std::max<int64_t>(1, std::llround(std::sqrt(static_cast<double>(parts.saved.size()))));
+  const int64_t k = std::max<int64_t>(1, segments);
 
   // The schedule and its cuts: segment s ends after the node at which the candidate bytes
   // so far reach s * total / k (s = 1 .. k-1). `segment` numbers every scheduled node.

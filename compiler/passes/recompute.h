@@ -97,4 +97,8 @@ std::vector<NodeId> annotated_drop(const Graph& step);
 // boundaries alone. Fewer than 3 candidates give one segment and drop nothing. In node order.
 std::vector<NodeId> sqrt_n_drop(const Graph& step, const ByteSize& bytes);
 
+// The same segmentation into `segments` parts (sqrt_n_drop: round(sqrt(n))); 1 drops
+// nothing but what a single segment holds (nothing: the last segment is kept).
+std::vector<NodeId> segment_drop(const Graph& step, const ByteSize& bytes, int64_t segments);
+
 }  // namespace modelc

@@ -237,7 +237,8 @@ TEST(MemoryContract, GreedyRecomputesNoMoreThanSqrtNWhereBothFit) {
   for (double frac : {0.75, 0.5, 0.25}) {
     const int64_t budget = floor + static_cast<int64_t>(frac * static_cast<double>(before - floor));
     ProgramOptions g, s;
-    g.code = s.code = false;  // placements only
+    g.code = s.code = false;                // placements only
+    g.annotations = s.annotations = false;  // the two algorithms alone, not char_gpt's @checkpoint
     g.mem_budget = s.mem_budget = budget;
     s.checkpoint_algorithm = CheckpointAlgorithm::SqrtN;
     Compiled greedy;

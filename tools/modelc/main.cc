@@ -162,6 +162,9 @@ int main(int argc, char** argv) {
                  "activation, ignore @checkpoint and budgets)")
       ->capture_default_str()
       ->check(CLI::IsMember({"greedy", "sqrtn", "none"}));
+  bool ignore_annotations = false;
+  app.add_flag("--ignore-annotations", ignore_annotations,
+               "ignore @checkpoint annotations: recompute only what --mem-budget needs");
   app.add_option("--memory", memory_str,
                  "with --emit=memory: the device memory to fit in (80GiB, 512MiB, 1.5GB, bytes); "
                  "reports the largest batch that fits")
@@ -257,6 +260,7 @@ int main(int argc, char** argv) {
   program_options.fusion = fusion;
   program_options.mem_budget = mem_budget;
   program_options.recompute = checkpoint_algo != "none";
+  program_options.annotations = !ignore_annotations;
   program_options.checkpoint_algorithm =
       checkpoint_algo == "sqrtn" ? modelc::CheckpointAlgorithm::SqrtN : modelc::CheckpointAlgorithm::Greedy;
   modelc::Compilation c(opts);

@@ -61,6 +61,7 @@ std::shared_ptr<rt::Program> compile_model(const CommonOptions& c, bool train) {
       throw UsageError(fmt::format("--mem-budget {}: expected a size such as 8GiB, 512MiB or 1.5GB", c.mem_budget));
   }
   po.recompute = c.recompute != "none";
+  po.annotations = !c.ignore_annotations;
   po.checkpoint_algorithm = c.recompute == "sqrtn" ? CheckpointAlgorithm::SqrtN : CheckpointAlgorithm::Greedy;
   po.batch = c.batch;
   auto program = compile_program(comp, c.file, po);
@@ -78,8 +79,8 @@ Loaded compile(const CommonOptions& c, bool train) {
     if (!c.model.empty())
       throw UsageError(fmt::format("--model does not apply to {}: a .plan holds one compiled model (choose it "
                                    "when compiling: modelc --model NAME FILE.model -o FILE.plan)", c.file));
-    if (!c.mem_budget.empty() || c.recompute != "greedy")
-      throw UsageError(fmt::format("--mem-budget and --recompute do not apply to {}: a .plan is already compiled "
+    if (!c.mem_budget.empty() || c.recompute != "greedy" || c.ignore_annotations)
+      throw UsageError(fmt::format("--mem-budget, --recompute and --ignore-annotations do not apply to {}: a .plan is already compiled "
                                    "(give them to modelc: modelc --mem-budget BYTES FILE.model -o FILE.plan)", c.file));
     l.program = rt::read_plan(c.file);
   } else {

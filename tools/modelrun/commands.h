@@ -21,6 +21,7 @@ struct CommonOptions {
   bool quiet = false;
   std::string mem_budget;              // --mem-budget BYTES (.model files only)
   std::string recompute = "greedy";    // --recompute greedy|sqrtn|none
+  bool ignore_annotations = false;     // --ignore-annotations
   std::string memory_limit;            // --memory-limit BYTES: the runtime allocator's limit
 };
 

@@ -39,6 +39,8 @@ void add_common(CLI::App* app, modelrun::CommonOptions& c) {
                   "(Chen et al.'s sqrt(n) segments), none (keep every activation, ignore @checkpoint and budgets)")
       ->capture_default_str()
       ->check(CLI::IsMember({"greedy", "sqrtn", "none"}));
+  app->add_flag("--ignore-annotations", c.ignore_annotations,
+                "ignore @checkpoint annotations: recompute only what --mem-budget needs (.model files only)");
   app->add_option("--memory-limit", c.memory_limit,
                   "the most memory the runtime may allocate per step beyond parameters and optimizer state "
                   "(BYTES; a step that needs more stops with the allocator's memory summary)")
