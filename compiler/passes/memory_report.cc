@@ -9,6 +9,7 @@
 #include "compiler/ir/op_registry.h"
 #include "compiler/support/bytes.h"
 #include "runtime/error.h"
+#include "runtime/memory/caching_allocator.h"
 
 namespace modelc {
 
@@ -135,8 +136,11 @@ MemoryPrediction predict_memory(const rt::Program& p, const std::string& functio
   for (const rt::BufferLife& l : m.plan.lives)
     if (l.first <= m.plan.peak_instr && m.plan.peak_instr <= l.last)
       m.at_peak[static_cast<size_t>(l.buffer < origins.size() ? origins[l.buffer].kind : MemKind::Temporaries)] += l.bytes;
-  m.fragmentation = m.plan.size - m.plan.lower_bound;
-  m.peak = m.persistent + m.inputs + m.plan.size;
+  // The executor takes at least one alignment unit, from the caching allocator.
+  m.arena_block = static_cast<int64_t>(
+      rt::CachingAllocator::block_size(static_cast<size_t>(std::max<int64_t>(m.plan.size, rt::kArenaAlignment))));
+  m.fragmentation = m.arena_block - m.plan.lower_bound;
+  m.peak = m.persistent + m.inputs + m.arena_block;
   return m;
 }
 
@@ -221,12 +225,13 @@ std::string print_memory_report(const rt::Program& p, const std::vector<BufferOr
   row("arena fragmentation", m.fragmentation);
   const rt::Function& fn = *p.function(m.function);
   std::string at = m.plan.peak_instr < fn.instrs.size() ? fn.instrs[m.plan.peak_instr].where : "the end";
-  double gap = m.plan.lower_bound > 0 ? 100.0 * static_cast<double>(m.fragmentation) / static_cast<double>(m.plan.lower_bound) : 0;
+  const int64_t gap_bytes = m.plan.size - m.plan.lower_bound;
+  double gap = m.plan.lower_bound > 0 ? 100.0 * static_cast<double>(gap_bytes) / static_cast<double>(m.plan.lower_bound) : 0;
   out += fmt::format("arena: {} for {} buffer{} over {} instruction{} (greedy placement); lower bound {} (+{:.1f}%), "
-                     "reached at instruction {} ({})\n",
+                     "reached at instruction {} ({}); allocator block {}\n",
                      format_bytes(m.plan.size), m.plan.lives.size(), m.plan.lives.size() == 1 ? "" : "s",
                      fn.instrs.size(), fn.instrs.size() == 1 ? "" : "s", format_bytes(m.plan.lower_bound),
-                     gap, m.plan.peak_instr, at.empty() ? "no source line" : at);
+                     gap, m.plan.peak_instr, at.empty() ? "no source line" : at, format_bytes(m.arena_block));
   std::vector<const rt::BufferLife*> big;
   for (const rt::BufferLife& l : m.plan.lives) big.push_back(&l);
   std::stable_sort(big.begin(), big.end(), [](auto* a, auto* b) { return a->bytes > b->bytes; });

@@ -4,13 +4,14 @@
 // holds (LowerOptions::buffer_values) and those graphs. Uses the runtime's own memory plan
 // (runtime/memory_plan.h), so the predicted arena is the one the runtime allocates.
 //
-// The peak is parameters + optimizer state + the function's inputs + its arena. The
+// The peak is parameters + optimizer state + the function's inputs + its arena, as the
+// runtime's caching allocator holds it (rounded, runtime/memory/caching_allocator.h). The
 // breakdown splits the bytes live at the instruction where the most are live into
 // gradients (the parameters' gradients, named `grad P` by the train step), activations
 // (values of the forward pass: ancestors of the loss), backward temporaries (every other
 // value of the backward pass and the update, recomputed activations included) and
-// workspace (two-phase reductions' partials); the arena's excess over that instant is its
-// fragmentation. Library ops' own scratch (OpenBLAS, oneDNN) is outside the plan on the
+// workspace (two-phase reductions' partials); the arena block's excess over that instant is
+// its fragmentation (placement gaps and the allocator's rounding). Library ops' own scratch (OpenBLAS, oneDNN) is outside the plan on the
 // CPU.
 #pragma once
 
@@ -50,12 +51,13 @@ std::vector<BufferOrigin> buffer_origins(const rt::Program& p,
 struct MemoryPrediction {
   std::string function;
   std::vector<int64_t> symbols;   // the values the prediction was made under
-  int64_t peak = 0;               // params + states + inputs + arena
+  int64_t peak = 0;               // params + states + inputs + the arena's allocator block
+  int64_t arena_block = 0;        // the arena as the runtime's caching allocator holds it
   int64_t persistent = 0;         // params + states
   int64_t inputs = 0;
   rt::ArenaPlan plan;
   std::array<int64_t, kMemKinds> at_peak{};  // bytes by kind at plan.peak_instr, persistent included
-  int64_t fragmentation = 0;      // plan.size - plan.lower_bound
+  int64_t fragmentation = 0;      // arena_block - plan.lower_bound (placement gaps, allocator rounding)
 };
 
 // Throws UserError when a size depends on a symbol `symbols` leaves unbound. `origins` may be

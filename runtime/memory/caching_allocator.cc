@@ -49,6 +49,12 @@ size_t CachingAllocator::segment_size(size_t rounded) {
   return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
+size_t CachingAllocator::block_size(size_t bytes) {
+  const size_t rounded = round_size(bytes);
+  const size_t remaining = segment_size(rounded) - rounded;
+  return is_small(rounded) || remaining > kSmallSize ? rounded : rounded + remaining;
+}
+
 CachingAllocator::CachingAllocator(std::string name, RawAllocator& raw, EventBackend& events)
     : name_(std::move(name)), raw_(raw), events_(events) {}
 
