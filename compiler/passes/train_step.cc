@@ -215,6 +215,12 @@ class StepBuilder {
           Node c = n;
           for (Value& v : c.inputs)
             if (v.valid()) v.node = map[v.node];
+          // Each micro-batch draws its own dropout masks, as separate forward passes would
+          // (micro-batch 0 keeps the site's key).
+          if (k > 0 && c.attrs.has("key")) {
+            const uint64_t mixed = static_cast<uint64_t>(c.attrs.i("key")) ^ (static_cast<uint64_t>(k) * 0x9E3779B97F4A7C15ull);
+            c.attrs.set("key", static_cast<int64_t>(mixed >> 1));
+          }
           map[id] = g_.add(std::move(c));
         }
       }

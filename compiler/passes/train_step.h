@@ -16,8 +16,9 @@
 //   - outputs: `loss` (the mean over micro-batches) and `grad_norm` (the global L2 norm of
 //     the gradients before clipping); the forward graph's other outputs stay with eval;
 //   - updates: every param and state gets its new value.
-// The forward nodes keep their names, scopes and locations; the update of a param carries
-// the param's. Throws UserError when the model cannot be trained (no float scalar `loss`,
+// Micro-batch k > 0's copy of a dropout gets its own `key` (a mix of the site's key and k),
+// so micro-batches draw independent masks. The forward nodes keep their names, scopes and
+// locations; the update of a param carries the param's. Throws UserError when the model cannot be trained (no float scalar `loss`,
 // no params) or the options are invalid (unknown optimizer or argument, accumulate < 1,
 // negative clip_grad_norm, PyTorch's range checks of lr, momentum, betas, eps, weight decay).
 // SGD, momentum, Nesterov, Adam, AdamW and weight decay follow PyTorch's torch.optim

@@ -3,6 +3,8 @@
 // state after a few steps must equal torch.optim's algorithms computed by hand in double
 // (train_step_harness.h) from hand-written gradients; accumulation over micro-batches must
 // equal one step on the whole batch; and every error path has its message.
+#include <set>
+
 #include "compiler/ir/printer.h"
 #include "compiler/ir/verifier.h"
 #include "tests/passes/train_step_harness.h"
@@ -283,4 +285,36 @@ TEST(TrainStepErrors, AlreadyATrainStep) {
 }
 
 }  // namespace
+
+// Dropout under accumulation: each micro-batch draws its own mask (as separate forward
+// passes would), so a batch of two identical halves does not give the loss of one half.
+TEST(TrainStep, MicroBatchesDrawTheirOwnDropoutMasks) {
+  TinyModel m = tiny_model(rnd(2, 4), rnd(2, 4));
+  Graph& g = m.g;
+  // pred = dropout(x @ w + b, p = 0.5), loss = mean((pred - y)^2)
+  Graph::Output& pred_out = g.outputs[0];
+  Value dropped = op(g, OpKind::Dropout, {pred_out.value}, attrs({{"p", 0.5}, {"key", int64_t{77}}}));
+  Value y{g.inputs[1], 0};
+  Value r = op(g, OpKind::Sub, {dropped, y});
+  g.outputs[1].value = op(g, OpKind::Mean, {op(g, OpKind::Mul, {r, r})});
+  Hyper two{.accumulate = 2}, one{.accumulate = 1};
+  Graph acc = build_train_step(g, two.options()), whole = build_train_step(g, one.options());
+  std::set<int64_t> keys;
+  for (const Node& n : acc.nodes)
+    if (n.op == OpKind::Dropout) keys.insert(n.attrs.i("key"));
+  EXPECT_EQ(keys.size(), 2u) << "the two micro-batch copies of the dropout share a key";
+  EXPECT_TRUE(keys.count(77)) << "micro-batch 0 keeps the site's key";
+
+  const int64_t rows = rnd(2, 5);
+  Tensors half = random_batch(m, rows), both;
+  for (const auto& [name, t] : half) {
+    RefTensor d(t.dtype, {2 * rows, t.shape[1]});
+    for (int64_t i = 0; i < t.numel(); ++i) d[i] = d[i + t.numel()] = t[i];
+    both[name] = d;
+  }
+  Tensors params = random_params(m);
+  InterpResult a = run_step(acc, both, params, {}, 0.1, 1), b = run_step(whole, half, params, {}, 0.1, 1);
+  EXPECT_NE(a.outputs.at("loss")[0], b.outputs.at("loss")[0]);
+}
+
 }  // namespace modelc::test
