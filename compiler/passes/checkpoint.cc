@@ -78,9 +78,11 @@ CheckpointPlacement place_checkpoints(const Graph& step, const CheckpointOptions
     return a.bytes > b.bytes;
   });
   const std::set<NodeId> forced(base.begin(), base.end());
+  // What a drop set adds to the step: the FLOPs of the clones it creates (a dropped node no
+  // backward node needs gets none), as finish() reports it.
   auto cost = [&](const std::vector<NodeId>& d) {
     double f = 0;
-    for (NodeId id : d) f += flops_of.count(id) ? flops_of[id] : 0.0;
+    for (const auto& [clone, original] : recompute(step, d).original) f += node_flops(step, original, o.dims);
     return f;
   };
 

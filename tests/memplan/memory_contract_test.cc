@@ -231,10 +231,10 @@ TEST(MemoryContract, GreedyRecomputesNoMoreThanSqrtNWhereBothFit) {
   // At budgets between the peak without recomputation and the smallest the greedy
   // placement reaches, it fits with fewer recomputed FLOPs than sqrt(n) (or fits where
   // sqrt(n) does not).
-  const ModelCase mc{"char_gpt.model", {{"T", "32"}, {"C", "48"}, {"L", "8"}}, 4, 96};
+  const ModelCase mc{"char_gpt.model", {{"T", "32"}, {"C", "48"}, {"L", "4"}}, 4, 96};
   const auto [before, floor] = peak_range(mc);
   int compared = 0;
-  for (double frac : {0.75, 0.5, 0.25}) {
+  for (double frac : {0.5, 0.25}) {
     const int64_t budget = floor + static_cast<int64_t>(frac * static_cast<double>(before - floor));
     ProgramOptions g, s;
     g.code = s.code = false;                // placements only
