@@ -18,6 +18,14 @@ double node_flops(const Graph& g, NodeId id, const std::map<std::string, int64_t
 
 namespace {
 
+// The FLOPs the clones of a drop set add to the step (a dropped node no backward node needs
+// gets no clone, and costs nothing).
+double clone_flops(const Graph& step, const std::vector<NodeId>& drop, const std::map<std::string, int64_t>& dims) {
+  double f = 0;
+  for (const auto& [clone, original] : recompute(step, drop).original) f += node_flops(step, original, dims);
+  return f;
+}
+
 std::vector<NodeId> merged(const std::vector<NodeId>& a, const std::vector<NodeId>& b) {
   std::set<NodeId> s(a.begin(), a.end());
   s.insert(b.begin(), b.end());
@@ -30,12 +38,9 @@ CheckpointPlacement place_checkpoints(const Graph& step, const CheckpointOptions
   CheckpointPlacement r;
   for (NodeId id = 0; id < step.nodes.size(); ++id) r.step_flops += node_flops(step, id, o.dims);
   const std::vector<NodeId> base = o.annotations ? annotated_drop(step) : std::vector<NodeId>{};
-  auto finish = [&](std::vector<NodeId> drop) {
+  auto finish = [&](const std::vector<NodeId>& drop) {
     r.drop = merged(drop, {});
-    Recomputed rc = recompute(step, r.drop);
-    r.recompute_flops = 0;
-    for (const auto& [clone, original] : rc.original) r.recompute_flops += node_flops(step, original, o.dims);
-    return rc;
+    r.recompute_flops = clone_flops(step, r.drop, o.dims);
   };
   auto peak = [&](const std::vector<NodeId>& drop) {
     ++r.evaluations;
@@ -78,13 +83,8 @@ CheckpointPlacement place_checkpoints(const Graph& step, const CheckpointOptions
     return a.bytes > b.bytes;
   });
   const std::set<NodeId> forced(base.begin(), base.end());
-  // What a drop set adds to the step: the FLOPs of the clones it creates (a dropped node no
-  // backward node needs gets none), as finish() reports it.
-  auto cost = [&](const std::vector<NodeId>& d) {
-    double f = 0;
-    for (const auto& [clone, original] : recompute(step, d).original) f += node_flops(step, original, o.dims);
-    return f;
-  };
+  // Plans compare by what finish() reports: the FLOPs of the clones they create.
+  auto cost = [&](const std::vector<NodeId>& d) { return clone_flops(step, d, o.dims); };
 
   // From one start: add candidates in ranked order, each that does not raise the peak,
   // until it fits; then give back, most expensive first, what the budget does not need.

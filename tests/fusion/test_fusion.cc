@@ -192,11 +192,16 @@ TEST(FusionPlan, LayerNormWeightIsNotAPrologue) {
   EXPECT_NE(&group_of(p, w2.node), &row);
 }
 
-// The AdamW update of each parameter is one kernel writing the parameter and both moments.
-TEST(FusionPlan, CharGptTrainStep) {
+// char_gpt at a size the tests compile quickly (T = 8, C = 24).
+CompileOptions small_char_gpt() {
   CompileOptions o;
   o.defines = {{"T", "8"}, {"C", "24"}};
-  Compilation c(o);
+  return o;
+}
+
+// The AdamW update of each parameter is one kernel writing the parameter and both moments.
+TEST(FusionPlan, CharGptTrainStep) {
+  Compilation c(small_char_gpt());
   ASSERT_TRUE(c.load(kModels + "char_gpt.model")) << c.diags().render();
   Elaborated e = c.elaborate();
   ASSERT_TRUE(e.graph) << c.diags().render();
@@ -536,9 +541,7 @@ void check_model(const ModelCase& mc) {
 // update turns the rounding noise of a gradient that is zero in exact arithmetic, such as
 // an attention key bias's, into changes of the learning rate's size.)
 TEST(FusionNumerics, InPlaceAndHorizontalAdamWStepsEqualPerParameterCopiedBack) {
-  CompileOptions o;
-  o.defines = {{"T", "8"}, {"C", "24"}};
-  Compilation c(o);
+  Compilation c(small_char_gpt());
   ASSERT_TRUE(c.load(kModels + "char_gpt.model")) << c.diags().render();
   Elaborated e = c.elaborate();
   ASSERT_TRUE(e.graph) << c.diags().render();
