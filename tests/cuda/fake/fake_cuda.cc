@@ -1,0 +1,324 @@
+// A fake CUDA driver for the tests: a shared library named libcuda.so.1 with the entry points
+// the runtime loads (runtime/cuda/driver_api.h), backed by host memory, so that the runtime's
+// CUDA code (driver loading, errors, device choice, the allocator's CUDA halves, module
+// loading, launches) runs in CI, where there is no GPU. It is a test double, never shipped.
+//
+// "Device" memory is host memory: a device address is a host address. Work is done when it
+// is submitted, so every event is complete when recorded. A module is its PTX text; it has
+// the kernels its ".entry NAME(" lines declare. A launch is recorded (fake_cuda_launches) and,
+// when the test registered a host function of the runtime's host-kernel ABI under the
+// kernel's name (fake_cuda_register_kernel), that function runs over [begin, end), so a
+// Program's host code stands in for its PTX.
+//
+// Behaviour is set by the environment, read at each call:
+//   FAKE_CUDA_INIT=N     cuInit returns N (default 0)
+//   FAKE_CUDA_DEVICES=N  devices (default 1); FAKE_CUDA_MEMORY=BYTES per device (default 1 GiB)
+//   FAKE_CUDA_JIT_ERROR=1  cuModuleLoadDataEx fails with CUDA_ERROR_INVALID_PTX and a log
+//   FAKE_CUDA_SM=XY      compute capability (default 90)
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace {
+
+using HostKernelFn = void (*)(void* const*, const int64_t*, int64_t, int64_t);
+
+struct Launch {
+  std::string name;
+  unsigned grid, block;
+  int64_t begin, end;
+};
+
+struct Module {
+  std::string ptx;
+  std::vector<std::string> entries;
+};
+
+struct State {
+  std::mutex mu;
+  std::map<void*, size_t> device, pinned;
+  size_t device_bytes = 0;
+  std::map<std::string, HostKernelFn> kernels;
+  std::vector<Launch> launches;
+  int streams = 0, events = 0, contexts = 0;
+};
+
+State& state() {
+  static State* s = new State;
+  return *s;
+}
+
+long env(const char* name, long fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::strtol(v, nullptr, 10) : fallback;
+}
+
+struct ErrorName {
+  int code;
+  const char *name, *text;
+};
+constexpr ErrorName kErrors[] = {
+    {0, "CUDA_SUCCESS", "no error"},
+    {1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {218, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+    {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {600, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+int init_result() { return static_cast<int>(env("FAKE_CUDA_INIT", 0)); }
+int device_count() { return static_cast<int>(env("FAKE_CUDA_DEVICES", 1)); }
+
+}  // namespace
+
+#define API extern "C" __attribute__((visibility("default")))
+
+API int cuGetErrorName(int r, const char** out) {
+  for (const ErrorName& e : kErrors)
+    if (e.code == r) {
+      *out = e.name;
+      return 0;
+    }
+  *out = nullptr;
+  return 1;
+}
+API int cuGetErrorString(int r, const char** out) {
+  for (const ErrorName& e : kErrors)
+    if (e.code == r) {
+      *out = e.text;
+      return 0;
+    }
+  *out = nullptr;
+  return 1;
+}
+API int cuInit(unsigned) { return init_result(); }
+API int cuDriverGetVersion(int* v) {
+  *v = 13000;
+  return 0;
+}
+API int cuDeviceGetCount(int* n) {
+  *n = device_count();
+  return 0;
+}
+API int cuDeviceGet(int* d, int i) {
+  if (i < 0 || i >= device_count()) return 101;
+  *d = i;
+  return 0;
+}
+API int cuDeviceGetName(char* name, int len, int d) {
+  std::string n = "Fake GPU " + std::to_string(d);
+  std::strncpy(name, n.c_str(), static_cast<size_t>(len));
+  return 0;
+}
+API int cuDeviceGetAttribute(int* v, int attr, int) {
+  const long sm = env("FAKE_CUDA_SM", 90);
+  switch (attr) {
+    case 16: *v = 4; return 0;  // multiprocessors
+    case 75: *v = static_cast<int>(sm / 10); return 0;
+    case 76: *v = static_cast<int>(sm % 10); return 0;
+    default: return 1;
+  }
+}
+API int cuDeviceTotalMem_v2(size_t* bytes, int) {
+  *bytes = static_cast<size_t>(env("FAKE_CUDA_MEMORY", 1L << 30));
+  return 0;
+}
+API int cuDevicePrimaryCtxRetain(void** ctx, int d) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  ++state().contexts;
+  *ctx = reinterpret_cast<void*>(static_cast<uintptr_t>(0x1000 + d));
+  return 0;
+}
+API int cuDevicePrimaryCtxRelease_v2(int) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  --state().contexts;
+  return 0;
+}
+API int cuCtxSetCurrent(void*) { return 0; }
+API int cuCtxSynchronize() { return 0; }
+API int cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  *total = static_cast<size_t>(env("FAKE_CUDA_MEMORY", 1L << 30));
+  *free_bytes = *total - state().device_bytes;
+  return 0;
+}
+API int cuMemAlloc_v2(unsigned long long* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  if (bytes == 0) return 1;
+  if (state().device_bytes + bytes > static_cast<size_t>(env("FAKE_CUDA_MEMORY", 1L << 30))) return 2;
+  void* m = ::operator new(bytes, std::align_val_t(256));
+  state().device[m] = bytes;
+  state().device_bytes += bytes;
+  *p = reinterpret_cast<unsigned long long>(m);
+  return 0;
+}
+API int cuMemFree_v2(unsigned long long p) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  auto it = state().device.find(reinterpret_cast<void*>(p));
+  if (it == state().device.end()) return 1;
+  state().device_bytes -= it->second;
+  ::operator delete(it->first, std::align_val_t(256));
+  state().device.erase(it);
+  return 0;
+}
+API int cuMemAllocHost_v2(void** p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  *p = ::operator new(bytes, std::align_val_t(256));
+  state().pinned[*p] = bytes;
+  return 0;
+}
+API int cuMemFreeHost(void* p) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  if (state().pinned.erase(p) == 0) return 1;
+  ::operator delete(p, std::align_val_t(256));
+  return 0;
+}
+API int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void* src, size_t n, void*) {
+  if (n > 0) std::memcpy(reinterpret_cast<void*>(dst), src, n);
+  return 0;
+}
+API int cuMemcpyDtoHAsync_v2(void* dst, unsigned long long src, size_t n, void*) {
+  if (n > 0) std::memcpy(dst, reinterpret_cast<const void*>(src), n);
+  return 0;
+}
+API int cuMemcpyDtoDAsync_v2(unsigned long long dst, unsigned long long src, size_t n, void*) {
+  if (n > 0) std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
+  return 0;
+}
+API int cuMemsetD8Async(unsigned long long dst, unsigned char v, size_t n, void*) {
+  if (n > 0) std::memset(reinterpret_cast<void*>(dst), v, n);
+  return 0;
+}
+API int cuModuleLoadDataEx(void** mod, const void* image, unsigned n, int* options, void** values) {
+  const bool fail = env("FAKE_CUDA_JIT_ERROR", 0) != 0;
+  for (unsigned i = 0; i < n; ++i) {
+    if (options[i] == 5 && fail) {  // CU_JIT_ERROR_LOG_BUFFER
+      std::snprintf(static_cast<char*>(values[i]), 256, "ptxas application ptx input, line 7; error   : Unknown symbol 'x'\n");
+    }
+  }
+  if (fail) return 218;
+  auto* m = new Module;
+  m->ptx = static_cast<const char*>(image);
+  for (size_t pos = 0; (pos = m->ptx.find(".entry ", pos)) != std::string::npos;) {
+    pos += 7;
+    size_t end = m->ptx.find('(', pos);
+    if (end == std::string::npos) break;
+    std::string name = m->ptx.substr(pos, end - pos);
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    m->entries.push_back(name);
+  }
+  *mod = m;
+  return 0;
+}
+API int cuModuleUnload(void* mod) {
+  delete static_cast<Module*>(mod);
+  return 0;
+}
+API int cuModuleGetFunction(void** f, void* mod, const char* name) {
+  auto* m = static_cast<Module*>(mod);
+  for (std::string& e : m->entries)
+    if (e == name) {
+      *f = &e;
+      return 0;
+    }
+  return 500;
+}
+API int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                       void*, void** params, void**) {
+  if (gx == 0 || gy != 1 || gz != 1 || by != 1 || bz != 1 || shared != 0 || bx == 0 || bx > 1024) return 1;
+  const std::string& name = *static_cast<std::string*>(f);
+  auto buffers = *static_cast<uint64_t*>(params[0]);
+  auto sizes = *static_cast<uint64_t*>(params[1]);
+  auto begin = *static_cast<int64_t*>(params[2]);
+  auto end = *static_cast<int64_t*>(params[3]);
+  HostKernelFn fn = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state().mu);
+    state().launches.push_back({name, gx, bx, begin, end});
+    auto it = state().kernels.find(name);
+    if (it != state().kernels.end()) fn = it->second;
+  }
+  if (fn != nullptr)
+    fn(reinterpret_cast<void* const*>(buffers), reinterpret_cast<const int64_t*>(sizes), begin, end);
+  return 0;
+}
+API int cuStreamCreate(void** s, unsigned) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  *s = reinterpret_cast<void*>(static_cast<uintptr_t>(0x10000 + ++state().streams));
+  return 0;
+}
+API int cuStreamDestroy_v2(void*) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  --state().streams;
+  return 0;
+}
+API int cuStreamSynchronize(void*) { return 0; }
+API int cuStreamWaitEvent(void*, void*, unsigned) { return 0; }
+API int cuEventCreate(void** e, unsigned) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  ++state().events;
+  *e = new int(0);
+  return 0;
+}
+API int cuEventDestroy_v2(void* e) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  --state().events;
+  delete static_cast<int*>(e);
+  return 0;
+}
+API int cuEventRecord(void* e, void*) {
+  *static_cast<int*>(e) = 1;
+  return 0;
+}
+API int cuEventQuery(void* e) { return *static_cast<int*>(e) == 1 ? 0 : 600; }
+API int cuEventSynchronize(void*) { return 0; }
+API int cuEventElapsedTime(float* ms, void*, void*) {
+  *ms = 0;
+  return 0;
+}
+
+// The tests' side.
+API void fake_cuda_register_kernel(const char* name, HostKernelFn fn) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  state().kernels[name] = fn;
+}
+// Copies launch i (name, grid, block, begin, end); false when there is none.
+API bool fake_cuda_launch(size_t i, char* name, size_t name_len, unsigned* grid, unsigned* block, int64_t* begin, int64_t* end) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  if (i >= state().launches.size()) return false;
+  const Launch& l = state().launches[i];
+  std::snprintf(name, name_len, "%s", l.name.c_str());
+  *grid = l.grid;
+  *block = l.block;
+  *begin = l.begin;
+  *end = l.end;
+  return true;
+}
+API size_t fake_cuda_launch_count() {
+  std::lock_guard<std::mutex> lock(state().mu);
+  return state().launches.size();
+}
+API void fake_cuda_reset() {
+  std::lock_guard<std::mutex> lock(state().mu);
+  state().launches.clear();
+  state().kernels.clear();
+}
+// Live device bytes, pinned regions, streams, events and retained contexts.
+API void fake_cuda_counts(size_t* device_bytes, size_t* pinned, int* streams, int* events, int* contexts) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  *device_bytes = state().device_bytes;
+  *pinned = state().pinned.size();
+  *streams = state().streams;
+  *events = state().events;
+  *contexts = state().contexts;
+}
