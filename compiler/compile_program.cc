@@ -7,7 +7,9 @@
 #include "compiler/codegen/lower.h"
 #include "compiler/ir/op_registry.h"
 #include "compiler/ir/verifier.h"
+#include "compiler/passes/autocast.h"
 #include "compiler/passes/recompute.h"
+#include "compiler/passes/schedule.h"
 #include "compiler/passes/train_step.h"
 
 namespace modelc {
@@ -93,6 +95,11 @@ std::shared_ptr<rt::Program> compile_program(Compilation& c, const std::string& 
   if (!e.graph || c.diags().has_errors()) return nullptr;
   std::unique_ptr<Graph> step;
   const TrainConfig* train = e.train ? &*e.train : nullptr;
+  // Mixed precision: the flag overrides the train section; the train step autocasts its
+  // copy of the forward graph (train_step.cc), the eval function this one.
+  if (options.precision && e.train) e.train->precision = *options.precision;
+  const std::string precision = options.precision ? *options.precision : train && train->precision ? *train->precision : "fp32";
+  if (const DType low = precision_dtype(precision); low != DType::F32) *e.graph = autocast(*e.graph, low);
   LowerOptions lo;
   lo.describe = [&c](SourceLoc loc) { return c.sources().describe(loc); };
   if (options.train && train) {
@@ -129,6 +136,8 @@ std::shared_ptr<rt::Program> compile_program(Compilation& c, const std::string& 
   std::vector<std::pair<std::string, Value>> values;
   if (options.origins) lo.buffer_values = &values;
   auto program = lower_program(*e.graph, step.get(), train, lo);
+  if (options.streams > 1)
+    for (rt::Function& f : program->functions) schedule_streams(*program, f, options.streams);
   if (options.origins) {
     std::map<std::string, const Graph*> graphs{{"eval", e.graph.get()}};
     if (step) graphs["train_step"] = step.get();

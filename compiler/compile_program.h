@@ -1,6 +1,7 @@
 // From a .model file to the runtime's Program, in process: what `modelrun` runs and what
 // a .plan file will hold. Load, elaborate, build the train step (when the model has a
-// train section), lower and compile the kernels for the host.
+// train section), lower and compile the kernels for the host, and schedule the functions
+// onto streams (ProgramOptions::streams).
 #pragma once
 
 #include <memory>
@@ -41,6 +42,13 @@ struct ProgramOptions {
   std::optional<int64_t> batch;
   // Non-null: receives the placement and what it recomputes.
   CheckpointReport* checkpoints = nullptr;
+  // fp32 | bf16 | fp16: overrides the train section's `precision` (modelc/modelrun
+  // --precision); bf16 and fp16 autocast the eval function and the train step
+  // (compiler/passes/autocast.h, docs/precision.md).
+  std::optional<std::string> precision;
+  // The streams each function's instructions may run on (compiler/passes/schedule.h);
+  // 1: one stream, no events (the sequential run).
+  uint32_t streams = 1;
 };
 
 // Problems go to c.diags() (user errors in the model) or are thrown as UserError (what the

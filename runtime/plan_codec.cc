@@ -9,10 +9,14 @@
 #include <set>
 
 #include "runtime/error.h"
+#include "runtime/streams.h"
 
 namespace modelc::rt {
 namespace plan_detail {
 namespace {
+
+// The streams extension begins with "STRM" (little-endian u32).
+constexpr uint32_t kStreamsTag = 0x4d525453;
 
 class Writer {
  public:
@@ -120,6 +124,13 @@ class Reader {
     if (!m.emplace(key, std::move(value)).second) fail(fmt::format("{}: key '{}' appears twice", what, printable(key)));
   }
   bool done() const { return pos_ == in_.size(); }
+  // The next four bytes are the little-endian u32 `v` (nothing is consumed).
+  bool next_is(uint32_t v) const {
+    if (in_.size() - pos_ < 4) return false;
+    uint32_t x = 0;
+    for (int k = 3; k >= 0; --k) x = x << 8 | static_cast<uint8_t>(in_[pos_ + static_cast<size_t>(k)]);
+    return x == v;
+  }
   size_t remaining() const { return in_.size() - pos_; }
 
  private:
@@ -275,6 +286,26 @@ std::string encode_program(const Program& p, const PlanTarget& target) {
   w.str(target.arch), w.str(target.cpu);
   w.count(target.features.size());
   for (const std::string& f : target.features) w.str(f);
+  // The streams extension, only when some function has a schedule (so plans without one
+  // keep their bytes, and older plans, which end here, still load).
+  bool scheduled = false;
+  for (const Function& f : p.functions) {
+    scheduled |= f.streams != 1 || f.events != 0;
+    for (const Instr& in : f.instrs) scheduled |= in.stream != 0 || !in.waits.empty() || !in.records.empty();
+  }
+  if (scheduled) {
+    w.u32(kStreamsTag);
+    w.count(p.functions.size());
+    for (const Function& f : p.functions) {
+      w.u32(f.streams), w.u32(f.events);
+      w.count(f.instrs.size());
+      for (const Instr& in : f.instrs) {
+        w.u32(in.stream);
+        w.ids(in.waits);
+        w.ids(in.records);
+      }
+    }
+  }
   return std::move(w.out);
 }
 
@@ -330,6 +361,22 @@ void decode_program(std::string_view bytes, Program& p, PlanTarget& target) {
   target.cpu = r.str("the target CPU");
   target.features.resize(r.count(4, "the target features"));
   for (std::string& f : target.features) f = r.str("a target feature");
+  if (r.next_is(kStreamsTag)) {
+    r.u32("the streams extension");
+    if (r.count(12, "the functions' streams") != p.functions.size())
+      r.fail("the streams extension does not list every function once");
+    for (Function& f : p.functions) {
+      f.streams = r.u32("a function's streams");
+      f.events = r.u32("a function's events");
+      if (r.count(12, "the instructions' streams") != f.instrs.size())
+        r.fail(fmt::format("the streams extension does not list every instruction of function '{}' once", printable(f.name)));
+      for (Instr& in : f.instrs) {
+        in.stream = r.u32("an instruction's stream");
+        in.waits = r.ids("an instruction's waits");
+        in.records = r.ids("an instruction's records");
+      }
+    }
+  }
   if (!r.done()) r.fail(fmt::format("{} unexpected bytes after the program", r.remaining()));
 }
 
@@ -392,6 +439,7 @@ void check_program(const Program& p) {
       for (size_t k = 0; k < in.sizes.size(); ++k) check_size(in.sizes[k], fmt::format("{}: size {}", what, k));
       check_size(in.extent, what + ": the extent");
     }
+    if (std::string e = check_stream_structure(f); !e.empty()) fail(fmt::format("{}: {}", fn, e));
     for (const Feed& fd : f.feeds) {
       check_buffer(fd.buffer, fmt::format("{}: feed '{}'", fn, plan_detail::printable(fd.name)), false);
       if (fd.micro >= f.micro_batches)

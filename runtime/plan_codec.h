@@ -17,6 +17,12 @@
 //               f64 min_lr, i64 batch, epochs, steps, seed, accumulate, eval_every,
 //               f64 validation, f64 clip_grad_norm
 //   target   := str arch, str cpu, list<str> features
+//   [streams] := u32 "STRM", list<fstreams> (one per function, in order); present only when
+//               some function has more than one stream or any event (runtime/program.h)
+//   fstreams := u32 streams, u32 events, list<istreams> (one per instruction, in order)
+//   istreams := u32 stream, list<u32> waits, list<u32> records
+// Plans without the streams part (all plans of version 1 before it existed) load as one
+// stream without events, the sequential run.
 // The decoder checks every length against the bytes that remain (so no allocation exceeds
 // the input), every enum value, and that the section ends exactly where the program does.
 #pragma once

@@ -168,6 +168,12 @@ struct Instr {
   std::map<std::string, std::vector<int64_t>> ints;  // Library: attributes
   std::map<std::string, double> floats;              // Library: attributes
   std::string where;                   // source location "models/x.model:12:5", for messages
+  // Streams (Function::streams; the semantics are under Function): the stream this
+  // instruction runs on, the events it waits for before it starts, and the events it
+  // records once it has finished.
+  uint32_t stream = 0;
+  std::vector<uint32_t> waits;
+  std::vector<uint32_t> records;
 };
 
 // One feed slot of a function: micro-batch `micro` of the caller's input `name` (the
@@ -187,6 +193,27 @@ struct Function {
   // (new value, persistent buffer) copied after the instructions ran; equal when the
   // step wrote the new value in place (then nothing is copied).
   std::vector<std::pair<uint32_t, uint32_t>> updates;
+  // Streams and events (docs/streams.md). The default, 1 stream and 0 events, is the
+  // sequential run: the instructions in list order.
+  //  - A stream runs its instructions (those with Instr::stream == s) one after another in
+  //    list order; instruction i+1 of a stream starts after instruction i finished (on a GPU:
+  //    both launched on one CUDA stream). Streams run concurrently with each other.
+  //  - An event is a one-shot flag of one run, in [0, events): exactly one instruction
+  //    records it (Instr::records), once it has finished and its writes are visible; an
+  //    instruction that lists it in Instr::waits starts only after that (on a GPU: a CUDA
+  //    event recorded after the launch, cuStreamWaitEvent before the waiter's launch). The
+  //    recorder comes before every waiter in the list, so the list order is always a valid
+  //    sequential schedule (the memory plan's liveness is over it). An event no one records
+  //    is an error; one no one waits for is allowed.
+  //  - The run begins with every stream starting after the feeds and persistent buffers are
+  //    in place (on a GPU: a fork from the caller's stream) and ends with a join: the
+  //    updates are copied and the outputs read after every stream has finished.
+  //  - Everything else may overlap: the schedule must order every pair of instructions that
+  //    touch one buffer where one of them writes (runtime/streams.h checks it). Arena
+  //    reuse between buffers is the runtime's business: when it lays out the temps it adds
+  //    the waits their shared bytes need (runtime/streams.h, arena_hazards).
+  uint32_t streams = 1;
+  uint32_t events = 0;
 };
 
 // The training settings of the model's `train` section, for the runtime's loop.

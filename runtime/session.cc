@@ -11,6 +11,9 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/library.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/device.h"
+#include "runtime/cuda/executor.h"
 #include "runtime/philox.h"
 
 namespace modelc::rt {
@@ -65,6 +68,39 @@ void init_parameter(HostTensor& t, const Init& init, uint64_t seed, const std::s
   });
 }
 
+// The session's CUDA side: the device, the device copies of the parameters and optimizer
+// state (persistent_ holds the initial values and serves as the host staging area), and the
+// CUDA executors.
+struct Session::Cuda {
+  Cuda(const cuda::Driver& driver, int ordinal) : device(driver, ordinal) {}
+  ~Cuda() {
+    executors.clear();
+    for (cuda::DeviceTensor& t : persistent)
+      if (t.data != nullptr) device.allocator().free(t.data);
+  }
+  cuda::CudaDevice device;
+  std::vector<cuda::DeviceTensor> persistent;  // by buffer id
+  std::map<std::string, std::unique_ptr<cuda::CudaExecutor>> executors;
+  bool profiling = false;
+
+  void upload(uint32_t b, const HostTensor& t) {
+    const cuda::Driver& d = device.driver();
+    if (!t.bytes.empty())
+      MODELC_CU(d, cuMemcpyHtoDAsync_v2(reinterpret_cast<cuda::CUdeviceptr>(persistent[b].data), t.bytes.data(), t.bytes.size(),
+                                        device.stream()));
+    device.synchronize();
+  }
+  HostTensor download(uint32_t b) {
+    const cuda::DeviceTensor& src = persistent[b];
+    HostTensor t(src.type, src.shape);
+    if (!t.bytes.empty())
+      MODELC_CU(device.driver(), cuMemcpyDtoHAsync_v2(t.bytes.data(), reinterpret_cast<cuda::CUdeviceptr>(src.data),
+                                                      t.bytes.size(), device.stream()));
+    device.synchronize();
+    return t;
+  }
+};
+
 Session::Session(std::shared_ptr<const Program> program, SessionOptions options)
     : program_(std::move(program)),
       options_(options),
@@ -93,7 +129,49 @@ Session::Session(std::shared_ptr<const Program> program, SessionOptions options)
     persistent_[b] = HostTensor(d.type, shape);
     if (d.role == BufferRole::Param) init_parameter(persistent_[b], d.init, seed_, d.name, pool_);
   }
+  choose_device();
 }
+
+void Session::choose_device() {
+  const cuda::DeviceSpec spec = cuda::parse_device(options_.device);
+  if (spec.kind == cuda::DeviceSpec::Kind::Cpu) return;
+  const cuda::Driver& driver = cuda::Driver::instance();
+  cuda::DeviceChoice choice = cuda::choose_device(spec, driver);  // an explicit cuda that cannot be used throws
+  std::string why = choice.cuda ? cuda::cuda_unsupported(*program_) : choice.reason;
+  if (!why.empty()) {
+    if (spec.kind == cuda::DeviceSpec::Kind::Cuda)
+      throw RuntimeError(fmt::format("model '{}' cannot run on {}: {}", program_->model, spec.str(), why));
+    device_note_ = why;
+    return;
+  }
+  cuda_ = std::make_unique<Cuda>(driver, choice.device->ordinal);
+  cuda_->device.set_allow_tf32(options_.allow_tf32);
+  const Program& p = *program_;
+  cuda_->persistent.resize(p.buffers.size());
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    const BufferRole r = p.buffers[b].role;
+    if (r != BufferRole::Param && r != BufferRole::State) continue;
+    cuda::DeviceTensor& t = cuda_->persistent[b];
+    t.type = persistent_[b].type;
+    t.shape = persistent_[b].shape;
+    t.data = cuda_->device.allocator().allocate(std::max<size_t>(t.bytes(), 1), cuda::stream_id(cuda_->device.stream()));
+    cuda_->upload(static_cast<uint32_t>(b), persistent_[b]);
+  }
+}
+
+void Session::set_profiling(bool on) {
+  if (!cuda_) throw RuntimeError("profiling needs a CUDA device; this session runs on the CPU");
+  cuda_->profiling = on;
+  for (auto& [name, e] : cuda_->executors) e->set_profiling(on);
+}
+
+std::vector<cuda::InstrTime> Session::profile(const std::string& fn) const {
+  if (!cuda_) throw RuntimeError("profiling needs a CUDA device; this session runs on the CPU");
+  auto it = cuda_->executors.find(fn);
+  return it == cuda_->executors.end() ? std::vector<cuda::InstrTime>{} : it->second->profile();
+}
+
+std::string Session::device() const { return cuda_ ? cuda_->device.context().info().str() : "cpu"; }
 
 Session::~Session() = default;
 
@@ -114,9 +192,10 @@ Executor& Session::executor(const std::string& name) {
 }
 
 std::map<std::string, HostTensor> Session::run(const std::string& name, const std::map<std::string, HostTensor>& batch) {
-  Executor& ex = executor(name);
-  const Function& fn = ex.function();
   const Program& p = *program_;
+  const Function* fnp = p.function(name);
+  if (!fnp) throw RuntimeError(fmt::format("model '{}' has no function '{}'", p.model, name));
+  const Function& fn = *fnp;
   // Names the program does not know are misspellings.
   for (const auto& [in, t] : batch) {
     bool known = false;
@@ -175,8 +254,16 @@ std::map<std::string, HostTensor> Session::run(const std::string& name, const st
   std::map<std::string, int64_t> symbols{{"$seed", static_cast<int64_t>(seed_)}, {"$step", step_}};
   int64_t fed = 0;
   for (const HostTensor* t : feeds) fed += t ? static_cast<int64_t>(t->bytes.size()) : 0;
+  if (cuda_) {
+    auto it = cuda_->executors.find(name);
+    if (it == cuda_->executors.end()) {
+      it = cuda_->executors.emplace(name, std::make_unique<cuda::CudaExecutor>(p, fn, cuda_->device, cuda_->persistent)).first;
+      if (cuda_->profiling) it->second->set_profiling(true);
+    }
+    return it->second->run(feeds, symbols);
+  }
   input_peak_ = std::max(input_peak_, fed);
-  return ex.run(feeds, symbols);
+  return executor(name).run(feeds, symbols);
 }
 
 float Session::train_step(const std::map<std::string, HostTensor>& batch) {
@@ -199,14 +286,26 @@ std::map<std::string, HostTensor> Session::eval(const std::map<std::string, Host
 MemoryUsage Session::memory_usage() const {
   MemoryUsage u;
   for (const HostTensor& t : persistent_) u.persistent += static_cast<int64_t>(t.bytes.size());
+  if (cuda_) {
+    // The device copies of the parameters and state are the allocator's too (in rounded
+    // blocks): count them once, as persistent.
+    u.allocator = cuda_->device.allocator().stats();
+    for (const cuda::DeviceTensor& t : cuda_->persistent)
+      if (t.data != nullptr)
+        u.allocator.all.allocated_bytes.peak -= static_cast<int64_t>(cuda_->device.allocator().allocation_size(t.data));
+    return u;
+  }
   u.inputs = input_peak_;
   u.allocator = memory_.stats();
   return u;
 }
 
-std::string Session::memory_summary() const { return memory_.memory_summary(); }
+std::string Session::memory_summary() const {
+  return cuda_ ? cuda_->device.allocator().memory_summary() : memory_.memory_summary();
+}
 
 void Session::reset_peak_memory() {
+  if (cuda_) cuda_->device.allocator().reset_peak();
   memory_.reset_peak();
   input_peak_ = 0;
 }
@@ -227,8 +326,14 @@ static std::vector<std::string> names_of(const Program& p, BufferRole role) {
 
 std::vector<std::string> Session::param_names() const { return names_of(*program_, BufferRole::Param); }
 std::vector<std::string> Session::state_names() const { return names_of(*program_, BufferRole::State); }
-HostTensor Session::param(const std::string& name) const { return persistent_[persistent_id(name, BufferRole::Param)]; }
-HostTensor Session::state(const std::string& name) const { return persistent_[persistent_id(name, BufferRole::State)]; }
+HostTensor Session::param(const std::string& name) const {
+  const uint32_t b = persistent_id(name, BufferRole::Param);
+  return cuda_ ? cuda_->download(b) : persistent_[b];
+}
+HostTensor Session::state(const std::string& name) const {
+  const uint32_t b = persistent_id(name, BufferRole::State);
+  return cuda_ ? cuda_->download(b) : persistent_[b];
+}
 
 static void assign(HostTensor& dst, const HostTensor& src, const char* what, const std::string& name) {
   if (src.type != dst.type || src.shape != dst.shape)
@@ -241,10 +346,14 @@ static void assign(HostTensor& dst, const HostTensor& src, const char* what, con
 }
 
 void Session::set_param(const std::string& name, const HostTensor& value) {
-  assign(persistent_[persistent_id(name, BufferRole::Param)], value, "param", name);
+  const uint32_t b = persistent_id(name, BufferRole::Param);
+  assign(persistent_[b], value, "param", name);
+  if (cuda_) cuda_->upload(b, persistent_[b]);
 }
 void Session::set_state(const std::string& name, const HostTensor& value) {
-  assign(persistent_[persistent_id(name, BufferRole::State)], value, "state", name);
+  const uint32_t b = persistent_id(name, BufferRole::State);
+  assign(persistent_[b], value, "state", name);
+  if (cuda_) cuda_->upload(b, persistent_[b]);
 }
 
 }  // namespace modelc::rt

@@ -1,6 +1,7 @@
-// Session: the embedding API of the runtime. A Session runs a compiled Program on the CPU:
-// it owns the parameters and optimizer state, initialises them deterministically from a
-// seed, and runs training steps and evaluations on batches the caller feeds.
+// Session: the embedding API of the runtime. A Session runs a compiled Program on a CUDA
+// device or the CPU (SessionOptions::device): it owns the parameters and optimizer state,
+// initialises them deterministically from a seed, and runs training steps and evaluations
+// on batches the caller feeds.
 //
 //   auto program = std::make_shared<const rt::Program>(...);   // compiled or loaded
 //   rt::Session s(program, {.threads = 4});
@@ -32,6 +33,9 @@
 #include "runtime/tensor.h"
 
 namespace modelc::rt {
+namespace cuda {
+struct InstrTime;
+}
 
 struct SessionOptions {
   // Worker threads for the runtime's parallel loops, which also split the work of
@@ -51,14 +55,23 @@ struct SessionOptions {
   // allocator (runtime/memory/caching_allocator.h) over host memory with this limit; a
   // step that needs more ends with a RuntimeError that carries its memory summary.
   size_t memory_limit = 0;
+  // Where to run: "auto", "cpu", "cuda" or "cuda:N" (runtime/cuda/device.h). auto takes
+  // cuda:0 when there is a driver, a device, and the program can run there (it has GPU code
+  // and every library op has a CUDA implementation), else the CPU; device_note() says why.
+  // An explicit cuda that cannot be used is an error saying why.
+  std::string device = "auto";
+  // CUDA: let f32 matmuls use TF32 tensor cores (off by default, as in PyTorch).
+  bool allow_tf32 = false;
 };
 
 // What a session holds, and the most it held at once (the measured side of the memory
 // plan's prediction, compiler/passes/memory_report.h).
 struct MemoryUsage {
   int64_t persistent = 0;  // parameters and optimizer state
-  int64_t inputs = 0;      // the most bytes one call was fed (read in place; micro-batch copies)
-  MemoryStats allocator;   // the caching allocator's statistics (arenas)
+  int64_t inputs = 0;      // CPU: the most bytes one call was fed (read in place; micro-batch
+                           // copies); CUDA: 0, the inputs' device copies are the allocator's
+  MemoryStats allocator;   // the caching allocator's statistics (arenas; on CUDA also the
+                           // fed inputs, kernel tables and library workspace)
   // persistent + inputs + the allocator's peak of allocated bytes since reset_peak_memory.
   int64_t peak() const { return persistent + inputs + allocator.all.allocated_bytes.peak; }
 };
@@ -103,10 +116,20 @@ class Session {
   float last_grad_norm() const { return last_grad_norm_; }
   uint64_t seed() const { return seed_; }
   int threads() const { return pool_.size(); }
+  // "cpu", or the CUDA device ("cuda:0 NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)").
+  std::string device() const;
+  bool on_cuda() const { return cuda_ != nullptr; }
+  // Why auto chose the CPU ("" when it chose CUDA or the CPU was asked for).
+  const std::string& device_note() const { return device_note_; }
   int64_t total_steps() const { return total_steps_; }
   const Program& program() const { return *program_; }
   // The learning rate train_step feeds at the current step.
   double current_lr() const;
+
+  // CUDA only (RuntimeError on the CPU): per-instruction timing of the functions run from now
+  // on with CUDA events, and the figures of function `fn` so far (empty before it ran).
+  void set_profiling(bool on);
+  std::vector<cuda::InstrTime> profile(const std::string& fn) const;
 
   // Memory: usage and peak, the allocator's summary table, and a new peak window (the
   // input peak and the allocator's peaks restart from what is held now).
@@ -115,7 +138,9 @@ class Session {
   void reset_peak_memory();
 
  private:
+  struct Cuda;
   Executor& executor(const std::string& fn);
+  void choose_device();
   std::map<std::string, HostTensor> run(const std::string& fn, const std::map<std::string, HostTensor>& batch);
   uint32_t persistent_id(const std::string& name, BufferRole role) const;
 
@@ -133,6 +158,8 @@ class Session {
   ThreadPool pool_;
   std::vector<HostTensor> persistent_;  // by buffer id: params and state
   std::map<std::string, std::unique_ptr<Executor>> executors_;
+  std::string device_note_;
+  std::unique_ptr<Cuda> cuda_;  // set when running on CUDA; the device copies of persistent_
 };
 
 // The initial values of a parameter: a pure function of (init, seed, name) and the shape.

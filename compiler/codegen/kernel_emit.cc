@@ -22,7 +22,7 @@ llvm::Type* elem_type(llvm::LLVMContext& ctx, DType t) {
     case DType::F32: return llvm::Type::getFloatTy(ctx);
     case DType::I32: return llvm::Type::getInt32Ty(ctx);
     case DType::Bool: return llvm::Type::getInt8Ty(ctx);
-    default: break;
+    case DType::F16: case DType::BF16: return llvm::Type::getInt16Ty(ctx);  // the bits
   }
   throw InternalError(fmt::format("kernel compiler: dtype {} is not supported", dtype_name(t)));
 }
@@ -128,6 +128,7 @@ llvm::Value* KernelBuilder::load(DType t, size_t buf, llvm::Value* offset) {
   llvm::Type* et = elem_type(ctx, t);
   llvm::Value* v = b.CreateLoad(et, element_ptr(et, buf, offset));
   if (t == DType::Bool) v = b.CreateICmpNE(v, b.getInt8(0));
+  if (t == DType::F16 || t == DType::BF16) v = low_to_f32(b, v, t);
   return v;
 }
 
@@ -137,6 +138,7 @@ llvm::Value* KernelBuilder::load_input(DType t, size_t buf, llvm::Value* offset)
   l->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx, {}));
   llvm::Value* v = l;
   if (t == DType::Bool) v = b.CreateICmpNE(v, b.getInt8(0));
+  if (t == DType::F16 || t == DType::BF16) v = low_to_f32(b, v, t);
   return v;
 }
 
@@ -148,8 +150,9 @@ bool KernelBuilder::available(llvm::Value* v) const {
 }
 
 void KernelBuilder::store(DType t, size_t buf, llvm::Value* offset, llvm::Value* v) {
-  v = convert(v, t);
   llvm::Type* et = elem_type(ctx, t);
+  if (t == DType::F16 || t == DType::BF16) v = f32_to_low(b, convert(v, DType::F32), t);
+  else v = convert(v, t);
   if (t == DType::Bool) v = b.CreateZExt(v, et);
   b.CreateStore(v, element_ptr(et, buf, offset));
 }
@@ -173,7 +176,9 @@ llvm::Value* KernelBuilder::convert(llvm::Value* v, DType to) {
       if (from->isFloatTy()) return b.CreateFCmpUNE(v, llvm::ConstantFP::get(from, 0.0));  // NaN is true
       if (from->isIntegerTy()) return b.CreateICmpNE(v, llvm::ConstantInt::get(from, 0));
       break;
-    default: break;
+    case DType::F16: case DType::BF16:
+      // A low-precision value lives in an f32 register holding a representable value.
+      return low_to_f32(b, f32_to_low(b, convert(v, DType::F32), to), to);
   }
   throw InternalError(fmt::format("kernel compiler: cannot convert a value to {}", dtype_name(to)));
 }

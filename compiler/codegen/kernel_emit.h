@@ -70,14 +70,15 @@ class KernelBuilder {
   llvm::Value* size(const rt::SizeExpr& e);
   // The data pointer of buffer k (inputs then outputs).
   llvm::Value* buffer(size_t k);
-  // Element k of buffer `buf` of type t, as f32, i32 or i1 (bool); and the store of a
-  // value converted to t (convert's semantics).
+  // Element k of buffer `buf` of type t, as f32 (f16 and bf16 widened), i32 or i1 (bool);
+  // and the store of a value converted to t (convert's semantics).
   llvm::Value* load(DType t, size_t buf, llvm::Value* offset);
   // The same for a buffer the kernel only reads: marked invariant, so that loads of
   // broadcast scalars are hoisted out of the host loop.
   llvm::Value* load_input(DType t, size_t buf, llvm::Value* offset);
   void store(DType t, size_t buf, llvm::Value* offset, llvm::Value* v);
-  // `cast` semantics: f32 -> i32 truncates and saturates (NaN -> 0), -> bool is != 0.
+  // `cast` semantics: f32 -> i32 truncates and saturates (NaN -> 0), -> bool is != 0,
+  // -> f16/bf16 rounds to nearest even (the result is an f32 holding the rounded value).
   llvm::Value* convert(llvm::Value* v, DType to);
   // A mutable local (promoted to a register by the optimiser).
   llvm::AllocaInst* var(llvm::Type* t, llvm::Value* init);
@@ -183,7 +184,12 @@ class KernelBuilder {
   void when(llvm::Value* cond, const std::function<void()>& body);
 };
 
-llvm::Type* elem_type(llvm::LLVMContext& ctx, DType t);  // f32 float, i32 i32, bool i8
+llvm::Type* elem_type(llvm::LLVMContext& ctx, DType t);  // f32 float, i32 i32, bool i8, f16/bf16 i16
+
+// f16 and bf16 elements are stored as i16 bits and computed on as f32 (compiler/codegen/
+// low_float.cc): the exact widening of the bits, and the f32 value rounded to nearest even.
+llvm::Value* low_to_f32(llvm::IRBuilder<>& b, llvm::Value* bits, DType t);
+llvm::Value* f32_to_low(llvm::IRBuilder<>& b, llvm::Value* v, DType t);
 
 // Reads input k of the node being emitted at a flat offset into that input's own shape
 // (from a buffer, or computed by a fused producer).

@@ -164,7 +164,8 @@ class GroupEmitter {
       case DType::F32: return llvm::ConstantFP::get(kb_.b.getFloatTy(), value);
       case DType::I32: return kb_.b.getInt32(static_cast<uint32_t>(static_cast<int32_t>(value)));
       case DType::Bool: return kb_.b.getInt1(value != 0);
-      default: break;
+      case DType::F16: case DType::BF16:
+        return llvm::ConstantFP::get(kb_.b.getFloatTy(), round_to_dtype(value, n.outputs[0].dtype));
     }
     throw InternalError(fmt::format("kernel compiler: constant of type {}", n.outputs[0].str()));
   }

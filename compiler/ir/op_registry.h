@@ -10,6 +10,9 @@
 //              compiler/ir/grads/*.cc)
 //   scalar     an elementwise op's scalar definition in code generation's primitive
 //              language (compiler/codegen/scalar.h), per attributes
+//   autocast   its mixed-precision policy (compiler/passes/autocast.h): run in the low
+//              type (matmul, conv), in f32 (reductions, softmax, norms, losses), or in
+//              whatever its inputs are (the default)
 //
 // Entries are written in compiler/ir/ops/*.cc, one file per op family.
 #pragma once
@@ -29,6 +32,14 @@ namespace modelc {
 // code generation computes it a lane at a time, so consumers shaped like it fuse after it.
 enum class FusionKind { Source, Elementwise, Broadcast, Injective, Reduction, Row, Opaque };
 std::string_view fusion_kind_name(FusionKind k);
+
+// How autocast (compiler/passes/autocast.h) treats an op under bf16 / fp16 precision:
+//   Lower   its float inputs are cast to the low type, it runs there (the library widens
+//           and accumulates in f32) and its result is cast back to f32;
+//   F32     its low-precision float inputs are cast up to f32, and its result back to the
+//           type it had;
+//   Follow  left alone: it runs in the types its inputs have.
+enum class AutocastPolicy { Follow, Lower, F32 };
 
 // The kinds of values a parameter of a built-in accepts.
 enum class ParamKind {
@@ -109,6 +120,7 @@ struct OpInfo {
   GradFn grad;                // empty: not differentiable (comparisons, sources, ...)
   ScalarFn scalar;            // elementwise ops: the definition code generation compiles
   std::string summary;        // one line for --help and docs
+  AutocastPolicy autocast = AutocastPolicy::Follow;
   bool callable = true;       // false for input/param/constant (not callable by name)
 };
 
@@ -132,6 +144,7 @@ class OpRegistry {
     Builder& grad(GradFn f) { info_.grad = std::move(f); return *this; }
     Builder& scalar(ScalarFn f) { info_.scalar = std::move(f); return *this; }
     Builder& summary(std::string s) { info_.summary = std::move(s); return *this; }
+    Builder& autocast(AutocastPolicy p) { info_.autocast = p; return *this; }
     Builder& internal() { info_.callable = false; return *this; }
 
    private:

@@ -6,9 +6,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 
 #include "compiler/ir/op_registry.h"
 #include "compiler/ir/verifier.h"
+#include "compiler/passes/autocast.h"
 #include "compiler/passes/autodiff.h"
 
 namespace modelc {
@@ -80,6 +82,11 @@ class StepBuilder {
     if (!(o_.clip_grad_norm >= 0))
       throw UserError(fmt::format("clip_grad_norm must be > 0 (or 0 for no clipping), got {}", o_.clip_grad_norm));
     args_ = read_optimizer(o_);
+    scaling_ = precision_dtype(o_.precision) == DType::F16;
+    if (scaling_ && !(o_.loss_scale > 0 && std::isfinite(o_.loss_scale)))
+      throw UserError(fmt::format("the initial loss scale must be a finite number > 0, got {}", o_.loss_scale));
+    if (scaling_ && o_.growth_interval < 1)
+      throw UserError(fmt::format("the loss scale's growth interval must be at least 1, got {}", o_.growth_interval));
     const Graph::Output* loss = nullptr;
     for (const Graph::Output& out : f_.outputs)
       if (out.name == "loss") loss = &out;
@@ -94,10 +101,12 @@ class StepBuilder {
     g_.dims = f_.dims;
     add_inputs();
     Value l = copy_forward(*loss);
+    if (scaling_) scaler_states();
     Value norm;
     std::vector<Value> grads = gradients(l, norm);
     g_.outputs.push_back({"loss", l, loss->loc});
     g_.outputs.push_back({"grad_norm", norm, {}});
+    if (scaling_) scaler_updates(norm);
     shared_scalars();
     for (size_t i = 0; i < params_.size(); ++i) update(params_[i], grads[i]);
 
@@ -122,6 +131,10 @@ class StepBuilder {
   // Adam's scalars, shared by every param (f32): 1 - lr * weight_decay (adamw),
   // lr / (1 - beta1^t) and sqrt(1 - beta2^t).
   Value decay_, step_size_, bias2_sqrt_;
+  // fp16's dynamic loss scaling (train_step.h): the scale and its inverse (f32 scalars),
+  // and `clean` (bool: every gradient finite), which selects each update.
+  bool scaling_ = false;
+  Value log2_scale_, good_steps_, scale_, inv_scale_, clean_;
 
   Value emit(OpKind op, std::vector<Value> inputs, Attrs attrs = {}) {
     InferFailure f;
@@ -243,8 +256,11 @@ class StepBuilder {
   std::vector<Value> gradients(Value loss, Value& norm) {
     std::vector<Value> wrt;
     for (NodeId p : params_) wrt.push_back(Value{p, 0});
-    std::vector<Value> grads = append_gradients(g_, loss, wrt);
+    // fp16: the gradients of loss * scale, unscaled (times 1 / scale, exact).
+    std::vector<Value> grads = append_gradients(g_, scaling_ ? mul(loss, as(scale_, dtype(loss))) : loss, wrt);
     MODELC_CHECK(grads.size() == wrt.size(), "autodiff returned the wrong number of gradients");
+    if (scaling_)
+      for (Value& gr : grads) gr = mul(gr, as(inv_scale_, dtype(gr)));
     // The memory report tells gradients from other temporaries by this name (only source
     // nodes' names mean anything else, compiler/ir/graph.h).
     for (size_t i = 0; i < grads.size(); ++i) {
@@ -275,7 +291,42 @@ class StepBuilder {
     g_.states.push_back(id);
     return Value{id, 0};
   }
-  void set(Value target, Value v) { g_.updates.push_back({target.node, v}); }
+  // The update of a param or optimizer state; with loss scaling, only on a clean step.
+  void set(Value target, Value v) {
+    if (clean_.valid()) v = emit(OpKind::Where, {clean_, v, target});
+    g_.updates.push_back({target.node, v});
+  }
+
+  Value scalar_state(const std::string& name) {
+    NodeId id = g_.add(source(OpKind::State, name, TensorType{DType::F32, {}}));
+    g_.states.push_back(id);
+    return Value{id, 0};
+  }
+
+  // The scale of this step: loss_scale * 2^s.
+  void scaler_states() {
+    const DType f = DType::F32;
+    log2_scale_ = scalar_state("loss_scaler.log2_scale");
+    good_steps_ = scalar_state("loss_scaler.good_steps");
+    scale_ = mul(constant(o_.loss_scale, f), emit(OpKind::Pow, {constant(2.0, f), log2_scale_}));
+    inv_scale_ = div(constant(1.0, f), scale_);
+  }
+
+  // Clean when the norm of the unscaled gradients is finite (NaN and inf fail <=); the
+  // scale halves on a skipped step and doubles after growth_interval clean ones.
+  void scaler_updates(Value norm) {
+    const DType f = DType::F32;
+    clean_ = emit(OpKind::Le, {norm, constant(std::numeric_limits<float>::max(), f)});
+    Value one = constant(1.0, f), zero = constant(0.0, f);
+    Value counted = add(good_steps_, one);
+    Value grow = emit(OpKind::Ge, {counted, constant(static_cast<double>(o_.growth_interval), f)});
+    Value s = emit(OpKind::Where, {clean_, emit(OpKind::Where, {grow, add(log2_scale_, one), log2_scale_}), sub(log2_scale_, one)});
+    Value n = emit(OpKind::Where, {clean_, emit(OpKind::Where, {grow, zero, counted}), zero});
+    g_.updates.push_back({log2_scale_.node, s});
+    g_.updates.push_back({good_steps_.node, n});
+    g_.outputs.push_back({"loss_scale", scale_, {}});
+    g_.outputs.push_back({"skipped", emit(OpKind::Where, {clean_, zero, one}), {}});
+  }
 
   void shared_scalars() {
     if (args_.kind == "sgd") return;
@@ -342,11 +393,15 @@ TrainStepOptions train_step_options(const TrainConfig& cfg) {
   }
   o.clip_grad_norm = cfg.clip_grad_norm.value_or(0.0);
   o.accumulate = cfg.accumulate.value_or(1);
+  o.precision = cfg.precision.value_or("fp32");
   return o;
 }
 
 Graph build_train_step(const Graph& forward, const TrainStepOptions& options) {
-  return StepBuilder(forward, options).build();
+  const DType low = precision_dtype(options.precision);
+  if (low == DType::F32) return StepBuilder(forward, options).build();
+  const Graph cast = autocast(forward, low);
+  return StepBuilder(cast, options).build();
 }
 
 }  // namespace modelc

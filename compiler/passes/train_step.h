@@ -23,6 +23,26 @@
 // negative clip_grad_norm, PyTorch's range checks of lr, momentum, betas, eps, weight decay).
 // SGD, momentum, Nesterov, Adam, AdamW and weight decay follow PyTorch's torch.optim
 // definitions exactly, so its per-step losses can be compared with ours.
+//
+// Mixed precision (docs/precision.md): with precision bf16 or fp16 the forward graph goes
+// through autocast (compiler/passes/autocast.h) before it is copied, so the backward runs
+// in the same types and the params, their gradients and the optimizer stay f32. fp16 adds
+// dynamic loss scaling inside the graph, as torch.cuda.amp.GradScaler does it:
+//   - two more f32 scalar states: `loss_scaler.log2_scale` (s) and `loss_scaler.good_steps`
+//     (n), zero-initialised like all state; the scale is loss_scale * 2^s;
+//   - the gradients are those of loss * scale, multiplied by 1 / scale (exact: a power of
+//     two); `grad_norm` is their norm, and the step is clean when it is finite (any inf or
+//     NaN gradient makes it inf or NaN);
+//   - a clean step updates as usual, n += 1, and when n reaches growth_interval s += 1
+//     (the scale doubles) and n = 0; a step with an inf/NaN gradient leaves every param and
+//     optimizer state bit-identical (each update is where(clean, new, old)), s -= 1 (the
+//     scale halves) and n = 0;
+//   - outputs `loss_scale` (the scale this step used) and `skipped` (1 when the step was
+//     skipped, else 0), both f32 scalars.
+// The step counter `$t` (fed by the runtime, which needs no code for any of this) counts
+// skipped steps too: Adam's bias correction sees them, where PyTorch's skipped
+// optimizer.step() does not count; and the learning-rate schedule advances over them, as
+// PyTorch's scheduler.step() does when called every iteration.
 #pragma once
 
 #include "compiler/frontend/train_config.h"
@@ -35,6 +55,9 @@ struct TrainStepOptions {
   Attrs optimizer_args;           // as the train section's schema gives them (lr is fed)
   double clip_grad_norm = 0.0;    // 0: no clipping
   int64_t accumulate = 1;
+  std::string precision = "fp32";  // fp32 | bf16 | fp16 (autocast.h; fp16 scales the loss)
+  double loss_scale = 65536.0;     // fp16: the initial scale (GradScaler's 2^16)
+  int64_t growth_interval = 2000;  // fp16: clean steps after which the scale doubles
 };
 // From the train section, with defaults where it says nothing (sgd without momentum).
 TrainStepOptions train_step_options(const TrainConfig& cfg);

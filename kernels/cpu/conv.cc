@@ -73,13 +73,18 @@ std::atomic<ConvBackend>& backend_slot() {
   return b;
 }
 
+// f16 / bf16 operands (autocast, docs/precision.md) are widened to f32 around the f32
+// convolution and its result rounded back (run_widened): accumulation in f32.
 void conv2d(const LibCall& c) {
+  if (run_widened(c, conv2d)) return;
   conv_backend() == ConvBackend::OneDnn ? conv2d_onednn(c) : conv2d_im2col(c);
 }
 void conv2d_grad_input(const LibCall& c) {
+  if (run_widened(c, conv2d_grad_input)) return;
   conv_backend() == ConvBackend::OneDnn ? conv2d_grad_input_onednn(c) : conv2d_grad_input_im2col(c);
 }
 void conv2d_grad_weight(const LibCall& c) {
+  if (run_widened(c, conv2d_grad_weight)) return;
   conv_backend() == ConvBackend::OneDnn ? conv2d_grad_weight_onednn(c) : conv2d_grad_weight_im2col(c);
 }
 

@@ -2,13 +2,14 @@
 // user's error: it is reported with its position before any row is copied. The gradient's
 // scatter-add is split over column ranges of the table, each thread summing every id in
 // order for its columns, so it is deterministic and race-free whatever the thread count.
+// The checks are the plans of kernels/cpu/embedding_plan.h (here), which the CUDA ops share.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/embedding_plan.h"
 #include "runtime/tensor.h"
-#include "kernels/cpu/library.h"
 
 namespace modelc::kernels {
 
@@ -19,25 +20,16 @@ using rt::shape_str;
 void check_ids(const LibCall& c, const TensorArg& ids, int64_t rows) {
   const int32_t* p = ids.i32();
   for (int64_t i = 0; i < ids.numel(); ++i)
-    if (p[i] < 0 || p[i] >= rows)
-      c.fail(fmt::format("id {} at position {} of the ids {} is out of range for a table of {} rows", p[i], i,
-                         shape_str(ids.shape), rows));
+    if (p[i] < 0 || p[i] >= rows) c.fail(embedding_id_error(p[i], i, ids.shape, rows));
 }
 
 void embedding(const LibCall& c) {
-  c.expect_arity(2, 2, 1, 1);
+  const EmbeddingPlan plan = plan_embedding(c);
   const TensorArg& ids = c.in(0);
   const TensorArg& table = c.in(1);
   const TensorArg& out = c.out(0);
-  c.expect_type(ids, ElemType::I32, "ids");
-  c.expect_type(table, ElemType::F32, "table");
-  c.expect_rank(table, 2, "table");
-  int64_t rows = table.dim(0), width = table.dim(1);
-  std::vector<int64_t> want = ids.shape;
-  want.push_back(width);
-  if (out.shape != want || out.type != ElemType::F32)
-    c.fail(fmt::format("output is {}{}, expected f32{}", rt::elem_name(out.type), shape_str(out.shape), shape_str(want)));
-  check_ids(c, ids, rows);
+  const int64_t width = plan.width;
+  check_ids(c, ids, plan.rows);
   const int32_t* id = ids.i32();
   c.pool->parallel_for(ids.numel(), std::max<int64_t>(1, 4096 / std::max<int64_t>(width, 1)), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
@@ -45,23 +37,12 @@ void embedding(const LibCall& c) {
   });
 }
 
-// embedding_grad(ids, grad [..., W]; rows) -> [rows, W].
 void embedding_grad(const LibCall& c) {
-  c.expect_arity(2, 2, 1, 1);
+  const EmbeddingPlan plan = plan_embedding_grad(c);
   const TensorArg& ids = c.in(0);
   const TensorArg& g = c.in(1);
   const TensorArg& out = c.out(0);
-  c.expect_type(ids, ElemType::I32, "ids");
-  c.expect_type(g, ElemType::F32, "gradient");
-  c.expect_type(out, ElemType::F32, "output");
-  c.expect_rank(out, 2, "output");
-  int64_t rows = out.dim(0), width = out.dim(1);
-  if (c.ints && c.ints->count("rows") && c.int_attr("rows") != rows)
-    c.fail(fmt::format("rows is {} but the output has shape {}", c.int_attr("rows"), shape_str(out.shape)));
-  std::vector<int64_t> want = ids.shape;
-  want.push_back(width);
-  if (g.shape != want)
-    c.fail(fmt::format("gradient has shape {}, expected {} for ids {}", shape_str(g.shape), shape_str(want), shape_str(ids.shape)));
+  const int64_t rows = plan.rows, width = plan.width;
   check_ids(c, ids, rows);
   const int32_t* id = ids.i32();
   int64_t n = ids.numel();
@@ -76,6 +57,47 @@ void embedding_grad(const LibCall& c) {
 }
 
 }  // namespace
+
+EmbeddingPlan plan_embedding(const LibCall& c) {
+  c.expect_arity(2, 2, 1, 1);
+  const TensorArg& ids = c.in(0);
+  const TensorArg& table = c.in(1);
+  const TensorArg& out = c.out(0);
+  c.expect_type(ids, ElemType::I32, "ids");
+  c.expect_type(table, ElemType::F32, "table");
+  c.expect_rank(table, 2, "table");
+  EmbeddingPlan e{ids.numel(), table.dim(0), table.dim(1)};
+  std::vector<int64_t> want = ids.shape;
+  want.push_back(e.width);
+  if (out.shape != want || out.type != ElemType::F32)
+    c.fail(fmt::format("output is {}{}, expected f32{}", rt::elem_name(out.type), shape_str(out.shape), shape_str(want)));
+  return e;
+}
+
+// embedding_grad(ids, grad [..., W]; rows) -> [rows, W].
+EmbeddingPlan plan_embedding_grad(const LibCall& c) {
+  c.expect_arity(2, 2, 1, 1);
+  const TensorArg& ids = c.in(0);
+  const TensorArg& g = c.in(1);
+  const TensorArg& out = c.out(0);
+  c.expect_type(ids, ElemType::I32, "ids");
+  c.expect_type(g, ElemType::F32, "gradient");
+  c.expect_type(out, ElemType::F32, "output");
+  c.expect_rank(out, 2, "output");
+  EmbeddingPlan e{ids.numel(), out.dim(0), out.dim(1)};
+  if (c.ints && c.ints->count("rows") && c.int_attr("rows") != e.rows)
+    c.fail(fmt::format("rows is {} but the output has shape {}", c.int_attr("rows"), shape_str(out.shape)));
+  std::vector<int64_t> want = ids.shape;
+  want.push_back(e.width);
+  if (g.shape != want)
+    c.fail(fmt::format("gradient has shape {}, expected {} for ids {}", shape_str(g.shape), shape_str(want), shape_str(ids.shape)));
+  return e;
+}
+
+std::string embedding_id_error(int64_t id, int64_t position, const std::vector<int64_t>& ids_shape, int64_t rows) {
+  return fmt::format("id {} at position {} of the ids {} is out of range for a table of {} rows", id, position,
+                     shape_str(ids_shape), rows);
+}
 
 void register_embedding_ops(LibraryTable& t) {
   t["embedding"] = embedding;

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <bit>
+#include <cstring>
+
 namespace modelc::kernels {
 
 namespace {
@@ -112,5 +115,73 @@ std::vector<std::string> library_op_names() {
   return names;
 }
 
+// Integer forms of the conversions (as the compiler's kernels, compiler/codegen/
+// low_float.cc), inline and branch-free so that the widening loops vectorize: _Float16's
+// conversions are libgcc calls on a CPU without F16C code generation.
+float low_to_f32(uint16_t bits, ElemType t) {
+  const uint32_t h = bits;
+  if (t == ElemType::BF16) return std::bit_cast<float>(h << 16);
+  uint32_t o = (h & 0x7fffu) << 13;
+  const uint32_t exp = o & 0x0f800000u;
+  o += 0x38000000u;  // rebias 15 -> 127
+  const uint32_t sub = std::bit_cast<uint32_t>(std::bit_cast<float>(o + 0x00800000u) - std::bit_cast<float>(0x38800000u));
+  o = exp == 0x0f800000u ? o + 0x38000000u : exp == 0 ? sub : o;  // inf/NaN; zero and subnormals
+  return std::bit_cast<float>(o | (h & 0x8000u) << 16);
+}
+
+uint16_t f32_to_low(float v, ElemType t) {
+  uint32_t u = std::bit_cast<uint32_t>(v);
+  if (t == ElemType::BF16) {
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN stays NaN
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+  }
+  const uint32_t sign = u & 0x80000000u, f = u ^ sign;
+  uint32_t r;
+  if (f >= 0x47800000u) r = f > 0x7f800000u ? 0x7e00u : 0x7c00u;  // NaN; inf and overflow
+  else if (f < 0x38800000u)  // an f16 subnormal or zero: the f32 add rounds at 2^-24
+    r = std::bit_cast<uint32_t>(std::bit_cast<float>(f) + 0.5f) - 0x3f000000u;
+  else r = (f + 0xc8000fffu + ((f >> 13) & 1u)) >> 13;
+  return static_cast<uint16_t>(r | sign >> 16);
+}
+
+bool run_widened(const LibCall& c, LibraryFn f32_op) {
+  bool any = false;
+  for (const auto* list : {&c.inputs, &c.outputs})
+    for (const TensorArg& t : *list) any |= t.present() && is_low_float(t.type);
+  if (!any) return false;
+  LibCall w = c;
+  std::vector<std::vector<float>> temps;
+  temps.reserve(c.inputs.size() + c.outputs.size());
+  auto widen = [&](TensorArg& t, bool read) {
+    if (!t.present() || !is_low_float(t.type)) return;
+    const int64_t n = t.numel();
+    temps.emplace_back(static_cast<size_t>(n));
+    float* dst = temps.back().data();
+    if (read) {
+      const auto* src = static_cast<const uint16_t*>(t.data);
+      const ElemType type = t.type;
+      c.pool->parallel_for(n, 16384, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) dst[i] = low_to_f32(src[i], type);
+      });
+    }
+    t.data = dst;
+    t.type = ElemType::F32;
+  };
+  for (TensorArg& t : w.inputs) widen(t, true);
+  for (TensorArg& t : w.outputs) widen(t, false);
+  f32_op(w);
+  for (size_t k = 0; k < c.outputs.size(); ++k) {
+    const TensorArg& t = c.outputs[k];
+    if (!t.present() || !is_low_float(t.type)) continue;
+    const float* src = w.outputs[k].f32();
+    auto* dst = static_cast<uint16_t*>(t.data);
+    const ElemType type = t.type;
+    c.pool->parallel_for(t.numel(), 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) dst[i] = f32_to_low(src[i], type);
+    });
+  }
+  return true;
+}
 
 }  // namespace modelc::kernels

@@ -71,6 +71,18 @@ LibraryFn find_library_op(const std::string& name);
 // Every registered op name (sorted), for messages and tests.
 std::vector<std::string> library_op_names();
 
+// f16 / bf16 (runtime/program.h's ElemType) to and from f32: widening is exact, narrowing
+// rounds to nearest even (overflow to inf, NaN kept), as the compiler's kernels do.
+float low_to_f32(uint16_t bits, ElemType t);
+uint16_t f32_to_low(float v, ElemType t);
+inline bool is_low_float(ElemType t) { return t == ElemType::F16 || t == ElemType::BF16; }
+// Mixed precision for an op written for f32: when some operand of `c` is f16 or bf16, its
+// f16/bf16 inputs are widened into f32 copies, `f32_op` runs on those and f32 outputs, and
+// the outputs are rounded back to their types; returns false (doing nothing) when every
+// operand is f32 already. Accumulation is therefore in f32, as the IR's semantics ask
+// (docs/precision.md). Costs one pass over each operand and a temporary of its f32 size.
+bool run_widened(const LibCall& c, LibraryFn f32_op);
+
 // The calling thread's OpenMP team size for oneDNN (no-op without oneDNN's libgomp).
 void set_onednn_threads(int threads);
 

@@ -36,6 +36,7 @@
 #include "kernels/cpu/epilogue.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/library.h"
+#include "kernels/cpu/matmul_shape.h"
 
 #ifdef MODELC_HAVE_DNNL
 #include <dnnl.hpp>
@@ -106,34 +107,12 @@ void matmul_impl(const LibCall& c, bool allow_onednn) {
   c.expect_type(a, ElemType::F32, "left operand");
   c.expect_type(b, ElemType::F32, "right operand");
   c.expect_type(out, ElemType::F32, "output");
-  if (a.rank() == 0 || b.rank() == 0) c.fail(fmt::format("operands must have rank >= 1, got {} @ {}", shape_str(a.shape), shape_str(b.shape)));
-  std::vector<int64_t> sa = a.shape, sb = b.shape;
-  bool vec_a = sa.size() == 1, vec_b = sb.size() == 1;
-  if (vec_a) sa.insert(sa.begin(), 1);
-  if (vec_b) sb.push_back(1);
-  int64_t M = sa[sa.size() - 2], K = sa.back(), N = sb.back();
-  std::string mismatch = fmt::format("shape mismatch: {} @ {}", shape_str(a.shape), shape_str(b.shape));
-  if (sb[sb.size() - 2] != K) c.fail(mismatch + " (inner dimensions differ)");
-  // Broadcast the batch dims (right-aligned).
-  std::vector<int64_t> ba(sa.begin(), sa.end() - 2), bb(sb.begin(), sb.end() - 2);
-  size_t nb = std::max(ba.size(), bb.size());
-  std::vector<int64_t> batch(nb, 1);
-  for (size_t k = 0; k < nb; ++k) {
-    int64_t da = k + ba.size() >= nb ? ba[k + ba.size() - nb] : 1;
-    int64_t db = k + bb.size() >= nb ? bb[k + bb.size() - nb] : 1;
-    if (da != db && da != 1 && db != 1) c.fail(mismatch + " (batch dimensions do not broadcast)");
-    batch[k] = da == 1 ? db : da;
-  }
-  std::vector<int64_t> want = batch;
-  if (!vec_a) want.push_back(M);
-  if (!vec_b) want.push_back(N);
-  if (out.shape != want) c.fail(fmt::format("output has shape {}, expected {} for {} @ {}", shape_str(out.shape),
-                                            shape_str(want), shape_str(a.shape), shape_str(b.shape)));
+  const MatmulShape shape = analyze_matmul(c);  // numpy's rules, shared with the CUDA op
+  const bool vec_b = shape.vec_b;
+  const int64_t M = shape.M, K = shape.K, N = shape.N, nbatch = shape.nbatch;
   // The epilogue's channels are the output's last dim: N, or M when b is a vector.
-  const int64_t L = out.rank() == 0 ? 1 : out.dim(-1);
+  const int64_t L = shape.channels;
   const Epilogue epi = read_epilogue(c, 2, L, "output column");
-  int64_t nbatch = 1;
-  for (int64_t d : batch) nbatch *= d;
   if (nbatch == 0 || M == 0 || N == 0) return;
   float* po = out.f32();
   // The epilogue over the whole result at once (rows of L), split over the pool.
@@ -162,9 +141,7 @@ void matmul_impl(const LibCall& c, bool allow_onednn) {
   };
   if (M * nbatch > INT32_MAX || N > INT32_MAX || K > INT32_MAX) c.fail("matrix too large for 32-bit BLAS");
   // x @ w with w shared by every batch element and a not broadcast: one tall sgemm.
-  int64_t na = 1;
-  for (int64_t d : ba) na *= d;
-  if (bb.empty() && na == nbatch) {
+  if (shape.a_folds) {
 #ifdef MODELC_HAVE_DNNL
     // A linear layer with an epilogue (the choice is measured: see the top of this file).
     if (allow_onednn && blockwise && 2 * nbatch * M * N * K >= (1 << 20))
@@ -176,26 +153,7 @@ void matmul_impl(const LibCall& c, bool allow_onednn) {
     if (!blockwise) epilogue_all();
     return;
   }
-  // Strides of each operand's batch dims (0 where broadcast).
-  std::vector<int64_t> sta(nb, 0), stb(nb, 0);
-  int64_t s = M * K;
-  for (size_t k = ba.size(); k-- > 0;) {
-    if (ba[k] != 1) sta[k + nb - ba.size()] = s;
-    s *= ba[k];
-  }
-  s = K * N;
-  for (size_t k = bb.size(); k-- > 0;) {
-    if (bb[k] != 1) stb[k + nb - bb.size()] = s;
-    s *= bb[k];
-  }
-  auto offsets = [&](int64_t bi, int64_t& oa, int64_t& ob) {
-    oa = ob = 0;
-    for (size_t k = nb; k-- > 0;) {
-      int64_t i = bi % batch[k];
-      bi /= batch[k];
-      oa += i * sta[k], ob += i * stb[k];
-    }
-  };
+  auto offsets = [&](int64_t bi, int64_t& oa, int64_t& ob) { shape.offsets(bi, oa, ob); };
   if (nbatch >= c.pool->size() && c.pool->size() > 1 && gemm_threading() == GemmThreading::Pool) {
     // Many matrices: whole products per thread.
     c.pool->parallel_for(nbatch, 1, [&](int64_t b0, int64_t b1) {
@@ -219,8 +177,14 @@ void matmul_impl(const LibCall& c, bool allow_onednn) {
 
 }  // namespace
 
-void matmul_blas(const LibCall& c) { matmul_impl(c, false); }
-void matmul_onednn(const LibCall& c) { matmul_impl(c, true); }
+void matmul_blas(const LibCall& c) {
+  if (!run_widened(c, matmul_blas)) matmul_impl(c, false);
+}
+// f16 / bf16 operands (autocast, docs/precision.md): widened to f32, one f32 product, the
+// result rounded to the output's type (run_widened).
+void matmul_onednn(const LibCall& c) {
+  if (!run_widened(c, matmul_onednn)) matmul_impl(c, true);
+}
 
 void register_matmul_ops(LibraryTable& t) { t["matmul"] = matmul_onednn; }
 

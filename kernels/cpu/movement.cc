@@ -1,15 +1,19 @@
 // Data movement on the CPU: transpose, permute, reshape, broadcast_to, slice, concat, split,
-// copy and fill. Every op but fill is a strided copy: the output is written in row-major
-// order, reading the input through per-dim strides (0 for a broadcast dim). The copies move
-// bytes, so they serve every element type.
+// copy and fill. Each op is planned (checked, and turned into strided copies or a fill
+// pattern) by the code of kernels/cpu/movement_plan.h, which lives here and which the CUDA
+// ops (kernels/cuda/) share; the CPU then runs the plan: a strided copy is split over its
+// rows (every dim but the last), each row one memcpy when it is contiguous on both sides.
+// The copies move bytes, so they serve every element type.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <string>
 
+#include "kernels/cpu/movement_plan.h"
 #include "runtime/tensor.h"
-#include "kernels/cpu/library.h"
 
 namespace modelc::kernels {
 
@@ -23,36 +27,18 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
   return s;
 }
 
-// out (contiguous, shape `shape`) = src[base + sum idx[k] * stride[k]], element size `eb`.
-void strided_copy(const LibCall& c, const uint8_t* src, int64_t base, const std::vector<int64_t>& stride,
-                  uint8_t* dst, const std::vector<int64_t>& shape, size_t eb) {
-  int64_t total = 1;
-  for (int64_t d : shape) total *= d;
-  if (total == 0) return;
-  size_t D = shape.size();
-  int64_t len = D ? shape[D - 1] : 1, inner = D ? stride[D - 1] : 1;
-  int64_t rows = total / len;
-  int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(len, 1));
-  c.pool->parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
-    std::vector<int64_t> idx(D > 0 ? D - 1 : 0, 0);
-    int64_t rem = r0;
-    for (size_t k = idx.size(); k-- > 0;) idx[k] = rem % shape[k], rem /= shape[k];
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t off = base;
-      for (size_t k = 0; k < idx.size(); ++k) off += idx[k] * stride[k];
-      uint8_t* d = dst + static_cast<size_t>(r * len) * eb;
-      const uint8_t* s = src + static_cast<size_t>(off) * eb;
-      if (inner == 1) {
-        std::memcpy(d, s, static_cast<size_t>(len) * eb);
-      } else {
-        for (int64_t j = 0; j < len; ++j) std::memcpy(d + static_cast<size_t>(j) * eb, s + static_cast<size_t>(j * inner) * eb, eb);
-      }
-      for (size_t k = idx.size(); k-- > 0;) {
-        if (++idx[k] < shape[k]) break;
-        idx[k] = 0;
-      }
-    }
-  });
+// The copy of input `src` into output `dst` (shape `shape`, written row-major).
+StridedCopy gather(size_t src, const std::vector<int64_t>& shape, std::vector<int64_t> src_stride, int64_t src_base,
+                   ElemType type) {
+  StridedCopy p;
+  p.src = src;
+  p.dst = 0;
+  p.shape = shape;
+  p.src_stride = std::move(src_stride);
+  p.dst_stride = row_major_strides(shape);
+  p.src_base = src_base;
+  p.elem_bytes = rt::elem_bytes(type);
+  return p;
 }
 
 // The unary copies share: one input, one output of the same element type.
@@ -68,7 +54,7 @@ int64_t norm_axis(const LibCall& c, int64_t axis, int rank, const char* name) {
   return a;
 }
 
-void permute_with(const LibCall& c, std::vector<int64_t> perm) {
+StridedCopy permute_with(const LibCall& c, std::vector<int64_t> perm) {
   const TensorArg& x = c.in(0);
   const TensorArg& out = c.out(0);
   if (static_cast<int>(perm.size()) != x.rank())
@@ -83,10 +69,10 @@ void permute_with(const LibCall& c, std::vector<int64_t> perm) {
     st.push_back(xs[static_cast<size_t>(p)]);
   }
   if (out.shape != want) c.fail(fmt::format("output has shape {}, expected {}", shape_str(out.shape), shape_str(want)));
-  strided_copy(c, static_cast<const uint8_t*>(x.data), 0, st, static_cast<uint8_t*>(out.data), out.shape, rt::elem_bytes(x.type));
+  return gather(0, out.shape, st, 0, x.type);
 }
 
-void transpose(const LibCall& c) {
+StridedCopy transpose(const LibCall& c) {
   unary(c);
   int r = c.in(0).rank();
   std::vector<int64_t> perm(static_cast<size_t>(r));
@@ -96,35 +82,36 @@ void transpose(const LibCall& c) {
     int64_t d1 = norm_axis(c, c.int_or("dim1", -1), r, "dim1");
     std::swap(perm[static_cast<size_t>(d0)], perm[static_cast<size_t>(d1)]);
   }
-  permute_with(c, perm);
+  return permute_with(c, perm);
 }
 
-void permute(const LibCall& c) {
+StridedCopy permute(const LibCall& c) {
   unary(c);
-  permute_with(c, c.ints_attr("dims"));
+  return permute_with(c, c.ints_attr("dims"));
 }
 
-void copy_same(const LibCall& c) {
+// The input's elements into the output in order: a rank-1 copy.
+StridedCopy copy_same(const LibCall& c) {
   const TensorArg& x = c.in(0);
   const TensorArg& out = c.out(0);
   if (x.numel() != out.numel())
     c.fail(fmt::format("cannot copy {} elements ({}) into {} ({})", x.numel(), shape_str(x.shape), out.numel(), shape_str(out.shape)));
-  if (x.data != out.data) std::memmove(out.data, x.data, static_cast<size_t>(x.numel()) * rt::elem_bytes(x.type));
+  return gather(0, {x.numel()}, {1}, 0, x.type);
 }
 
-void reshape(const LibCall& c) {
+StridedCopy reshape(const LibCall& c) {
   unary(c);
-  copy_same(c);
+  return copy_same(c);
 }
 
-void copy(const LibCall& c) {
+StridedCopy copy(const LibCall& c) {
   unary(c);
   if (c.in(0).shape != c.out(0).shape)
     c.fail(fmt::format("input has shape {} but output has {}", shape_str(c.in(0).shape), shape_str(c.out(0).shape)));
-  copy_same(c);
+  return copy_same(c);
 }
 
-void broadcast_to(const LibCall& c) {
+StridedCopy broadcast_to(const LibCall& c) {
   unary(c);
   const TensorArg& x = c.in(0);
   const TensorArg& out = c.out(0);
@@ -135,10 +122,10 @@ void broadcast_to(const LibCall& c) {
     if (x.shape[k] == out.shape[lead + k]) st[lead + k] = x.shape[k] == 1 ? 0 : xs[k];
     else if (x.shape[k] != 1) c.fail(fmt::format("cannot broadcast {} to {}", shape_str(x.shape), shape_str(out.shape)));
   }
-  strided_copy(c, static_cast<const uint8_t*>(x.data), 0, st, static_cast<uint8_t*>(out.data), out.shape, rt::elem_bytes(x.type));
+  return gather(0, out.shape, st, 0, x.type);
 }
 
-void slice(const LibCall& c) {
+StridedCopy slice(const LibCall& c) {
   unary(c);
   const TensorArg& x = c.in(0);
   const TensorArg& out = c.out(0);
@@ -152,8 +139,7 @@ void slice(const LibCall& c) {
   want[axis] = e - s;
   if (out.shape != want) c.fail(fmt::format("output has shape {}, expected {}", shape_str(out.shape), shape_str(want)));
   std::vector<int64_t> xs = row_major_strides(x.shape);
-  strided_copy(c, static_cast<const uint8_t*>(x.data), s * xs[axis], xs, static_cast<uint8_t*>(out.data), out.shape,
-               rt::elem_bytes(x.type));
+  return gather(0, out.shape, xs, s * xs[axis], x.type);
 }
 
 // Concat and split move blocks: `outer` rows (the dims before the axis), each holding
@@ -181,31 +167,41 @@ void check_parts(const LibCall& c, const std::vector<TensorArg>& parts, const Te
     c.fail(fmt::format("the parts sum to {} along axis {}, but {} has {}", sum, axis, shape_str(whole.shape), whole.shape[axis]));
 }
 
-void concat(const LibCall& c) {
+// One copy per part: part k's rows of `len` elements sit at offset `at` of the whole's rows
+// of `row` elements. `join`: the parts are the inputs (concat), else the outputs (split).
+std::vector<StridedCopy> blocks(const std::vector<TensorArg>& parts, const TensorArg& whole, size_t axis, bool join) {
+  int64_t outer = 0, inner = 0;
+  block_sizes(whole.shape, axis, outer, inner);
+  const int64_t row = whole.shape[axis] * inner;
+  std::vector<StridedCopy> r;
+  int64_t at = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const int64_t len = parts[k].shape[axis] * inner;
+    StridedCopy p;
+    p.src = join ? k : 0;
+    p.dst = join ? 0 : k;
+    p.shape = {outer, len};
+    p.src_stride = {join ? len : row, 1};
+    p.dst_stride = {join ? row : len, 1};
+    (join ? p.dst_base : p.src_base) = at;
+    p.elem_bytes = rt::elem_bytes(whole.type);
+    r.push_back(std::move(p));
+    at += len;
+  }
+  return r;
+}
+
+std::vector<StridedCopy> concat(const LibCall& c) {
   if (c.inputs.empty()) c.fail("needs at least one input");
   c.expect_arity(1, SIZE_MAX, 1, 1);
   const TensorArg& out = c.out(0);
   if (out.rank() == 0) c.fail("cannot concatenate scalars");
   auto axis = static_cast<size_t>(norm_axis(c, c.int_or("axis", 0), out.rank(), "axis"));
   check_parts(c, c.inputs, out, axis);
-  int64_t outer = 0, inner = 0;
-  block_sizes(out.shape, axis, outer, inner);
-  size_t eb = rt::elem_bytes(out.type);
-  int64_t row = out.shape[axis] * inner;
-  c.pool->parallel_for(outer, std::max<int64_t>(1, 32768 / std::max<int64_t>(row, 1)), [&](int64_t o0, int64_t o1) {
-    for (int64_t o = o0; o < o1; ++o) {
-      int64_t at = 0;
-      for (const TensorArg& x : c.inputs) {
-        int64_t len = x.shape[axis] * inner;
-        std::memcpy(static_cast<uint8_t*>(out.data) + static_cast<size_t>(o * row + at) * eb,
-                    static_cast<const uint8_t*>(x.data) + static_cast<size_t>(o * len) * eb, static_cast<size_t>(len) * eb);
-        at += len;
-      }
-    }
-  });
+  return blocks(c.inputs, out, axis, true);
 }
 
-void split(const LibCall& c) {
+std::vector<StridedCopy> split(const LibCall& c) {
   c.expect_arity(1, 1, 1, SIZE_MAX);
   const TensorArg& x = c.in(0);
   if (x.rank() == 0) c.fail("cannot split a scalar");
@@ -214,37 +210,73 @@ void split(const LibCall& c) {
   if (sections != static_cast<int64_t>(c.outputs.size()))
     c.fail(fmt::format("sections is {} but the instruction has {} outputs", sections, c.outputs.size()));
   check_parts(c, c.outputs, x, axis);
-  int64_t outer = 0, inner = 0;
-  block_sizes(x.shape, axis, outer, inner);
-  size_t eb = rt::elem_bytes(x.type);
-  int64_t row = x.shape[axis] * inner;
-  c.pool->parallel_for(outer, std::max<int64_t>(1, 32768 / std::max<int64_t>(row, 1)), [&](int64_t o0, int64_t o1) {
-    for (int64_t o = o0; o < o1; ++o) {
-      int64_t at = 0;
-      for (const TensorArg& y : c.outputs) {
-        int64_t len = y.shape[axis] * inner;
-        std::memcpy(static_cast<uint8_t*>(y.data) + static_cast<size_t>(o * len) * eb,
-                    static_cast<const uint8_t*>(x.data) + static_cast<size_t>(o * row + at) * eb, static_cast<size_t>(len) * eb);
-        at += len;
+  return blocks(c.outputs, x, axis, false);
+}
+
+// One row of a strided copy, elements of EB bytes (a fixed-size memcpy: one load and store).
+template <size_t EB>
+inline void strided_row(uint8_t* d, const uint8_t* s, int64_t len, int64_t s_in, int64_t d_in) {
+  for (int64_t j = 0; j < len; ++j) std::memcpy(d + static_cast<size_t>(j * d_in) * EB, s + static_cast<size_t>(j * s_in) * EB, EB);
+}
+
+// Runs copy `p` of call `c` on the pool.
+void run_copy(const LibCall& c, const StridedCopy& p) {
+  const auto* src = static_cast<const uint8_t*>(c.inputs[p.src].data);
+  auto* dst = static_cast<uint8_t*>(c.outputs[p.dst].data);
+  if (p.in_place(src, dst)) return;
+  const size_t eb = p.elem_bytes, D = p.shape.size();
+  const int64_t len = D ? p.shape[D - 1] : 1, s_in = D ? p.src_stride[D - 1] : 1, d_in = D ? p.dst_stride[D - 1] : 1;
+  const int64_t rows = p.numel() / len;
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(len, 1));
+  c.pool->parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+    std::vector<int64_t> idx(D > 0 ? D - 1 : 0, 0);
+    int64_t rem = r0;
+    for (size_t k = idx.size(); k-- > 0;) idx[k] = rem % p.shape[k], rem /= p.shape[k];
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t so = p.src_base, doff = p.dst_base;
+      for (size_t k = 0; k < idx.size(); ++k) so += idx[k] * p.src_stride[k], doff += idx[k] * p.dst_stride[k];
+      uint8_t* d = dst + static_cast<size_t>(doff) * eb;
+      const uint8_t* s = src + static_cast<size_t>(so) * eb;
+      if (s_in == 1 && d_in == 1) std::memcpy(d, s, static_cast<size_t>(len) * eb);
+      else if (eb == 4) strided_row<4>(d, s, len, s_in, d_in);
+      else if (eb == 2) strided_row<2>(d, s, len, s_in, d_in);
+      else if (eb == 1) strided_row<1>(d, s, len, s_in, d_in);
+      else
+        for (int64_t j = 0; j < len; ++j)
+          std::memcpy(d + static_cast<size_t>(j * d_in) * eb, s + static_cast<size_t>(j * s_in) * eb, eb);
+      for (size_t k = idx.size(); k-- > 0;) {
+        if (++idx[k] < p.shape[k]) break;
+        idx[k] = 0;
       }
     }
   });
 }
 
-// f32 -> bf16/f16 bits, rounding to nearest even (inf and nan kept).
-uint16_t to_bf16(float f) {
-  uint32_t u = 0;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
+using Planner = std::vector<StridedCopy> (*)(const LibCall&);
+template <StridedCopy (*P)(const LibCall&)>
+std::vector<StridedCopy> one(const LibCall& c) {
+  return {P(c)};
 }
 
-uint16_t to_f16(float f) {
-  _Float16 h = static_cast<_Float16>(f);
-  uint16_t u = 0;
-  std::memcpy(&u, &h, 2);
-  return u;
+// The planners by op name: the CPU table and plan_movement read this one list.
+const std::map<std::string, Planner>& planners() {
+  static const std::map<std::string, Planner> t = {
+      {"transpose", one<transpose>}, {"permute", one<permute>}, {"reshape", one<reshape>}, {"broadcast_to", one<broadcast_to>},
+      {"slice", one<slice>},         {"concat", concat},        {"split", split},         {"copy", one<copy>}};
+  return t;
+}
+
+// The planned copies, coalesced, without the empty ones.
+std::vector<StridedCopy> finish(std::vector<StridedCopy> copies) {
+  std::vector<StridedCopy> r;
+  for (StridedCopy& p : copies)
+    if (p.numel() > 0) r.push_back(coalesce(std::move(p)));
+  return r;
+}
+
+template <Planner P>
+void run_movement(const LibCall& c) {
+  for (const StridedCopy& p : finish(P(c))) run_copy(c, p);
 }
 
 template <class T>
@@ -254,32 +286,78 @@ void fill_with(const LibCall& c, const TensorArg& out, T v) {
 }
 
 void fill(const LibCall& c) {
+  const FillPlan f = plan_fill(c);
+  const TensorArg& out = c.out(0);
+  switch (f.elem_bytes) {
+    case 1: return fill_with(c, out, static_cast<uint8_t>(f.bits));
+    case 2: return fill_with(c, out, static_cast<uint16_t>(f.bits));
+    default: return fill_with(c, out, f.bits);
+  }
+}
+
+}  // namespace
+
+StridedCopy coalesce(StridedCopy c) {
+  std::vector<int64_t> shape, ss, ds;
+  for (size_t k = 0; k < c.shape.size(); ++k) {
+    if (c.shape[k] == 1) continue;
+    if (!shape.empty() && ss.back() == c.src_stride[k] * c.shape[k] && ds.back() == c.dst_stride[k] * c.shape[k]) {
+      shape.back() *= c.shape[k];
+      ss.back() = c.src_stride[k];
+      ds.back() = c.dst_stride[k];
+      continue;
+    }
+    shape.push_back(c.shape[k]);
+    ss.push_back(c.src_stride[k]);
+    ds.push_back(c.dst_stride[k]);
+  }
+  c.shape = std::move(shape);
+  c.src_stride = std::move(ss);
+  c.dst_stride = std::move(ds);
+  return c;
+}
+
+bool is_strided_copy_op(const std::string& op) { return planners().count(op) != 0; }
+
+std::vector<StridedCopy> plan_movement(const LibCall& c) {
+  auto it = planners().find(c.op);
+  if (it == planners().end()) c.fail("is not a data-movement op");
+  return finish(it->second(c));
+}
+
+FillPlan plan_fill(const LibCall& c) {
   c.expect_arity(0, 0, 1, 1);
   const TensorArg& out = c.out(0);
   // The value is a float attribute; an integral one may arrive among the ints.
   double v = c.floats && c.floats->count("value") ? c.float_attr("value")
              : c.ints && c.ints->count("value")   ? static_cast<double>(c.int_attr("value"))
                                                   : c.float_attr("value");
+  FillPlan f;
+  f.n = out.numel();
+  f.elem_bytes = rt::elem_bytes(out.type);
   switch (out.type) {
-    case ElemType::F32: return fill_with(c, out, static_cast<float>(v));
-    case ElemType::I32: return fill_with(c, out, static_cast<int32_t>(std::nearbyint(v)));
-    case ElemType::Bool: return fill_with(c, out, static_cast<uint8_t>(v != 0));
-    case ElemType::BF16: return fill_with(c, out, to_bf16(static_cast<float>(v)));
-    case ElemType::F16: return fill_with(c, out, to_f16(static_cast<float>(v)));
+    case ElemType::F32: {
+      const float x = static_cast<float>(v);
+      std::memcpy(&f.bits, &x, 4);
+      break;
+    }
+    case ElemType::I32: f.bits = static_cast<uint32_t>(static_cast<int32_t>(std::nearbyint(v))); break;
+    case ElemType::Bool: f.bits = v != 0 ? 1u : 0u; break;
+    case ElemType::BF16:
+    case ElemType::F16: f.bits = f32_to_low(static_cast<float>(v), out.type); break;
   }
+  return f;
 }
 
-}  // namespace
-
 void register_movement_ops(LibraryTable& t) {
-  t["transpose"] = transpose;
-  t["permute"] = permute;
-  t["reshape"] = reshape;
-  t["broadcast_to"] = broadcast_to;
-  t["slice"] = slice;
-  t["concat"] = concat;
-  t["split"] = split;
-  t["copy"] = copy;
+  t["transpose"] = run_movement<one<transpose>>;
+  t["permute"] = run_movement<one<permute>>;
+  t["reshape"] = run_movement<one<reshape>>;
+  t["broadcast_to"] = run_movement<one<broadcast_to>>;
+  t["slice"] = run_movement<one<slice>>;
+  t["concat"] = run_movement<concat>;
+  t["split"] = run_movement<split>;
+  t["copy"] = run_movement<one<copy>>;
   t["fill"] = fill;
 }
 

@@ -3,14 +3,15 @@
 // never the maximum, the average divides by the full window (padding counted), and the
 // gradient of a max window goes to its FIRST maximum in row-major scan order. The work is
 // split over the N*C planes, so every output element is written by one thread and the
-// gradients' scatter-adds are deterministic.
+// gradients' scatter-adds are deterministic. The geometry and the checks are plan_pool's
+// (kernels/cpu/pool_plan.h, here), which the CUDA ops share.
 #include <fmt/format.h>
 
 #include <cstring>
 #include <limits>
 
+#include "kernels/cpu/pool_plan.h"
 #include "runtime/tensor.h"
-#include "kernels/cpu/library.h"
 
 namespace modelc::kernels {
 
@@ -18,10 +19,7 @@ namespace {
 
 using rt::shape_str;
 
-struct Window {
-  int64_t kh, kw, sh, sw, ph, pw;
-  int64_t N, C, H, W, HO, WO;
-};
+using Window = PoolWindow;
 
 // Reads kernel/stride/padding and checks that `in` (the image) and `pooled` (the pooled
 // shape) agree with them.
@@ -74,8 +72,7 @@ inline int64_t argmax(const Window& w, const float* x, int64_t i, int64_t j) {
 }
 
 void max_pool2d(const LibCall& c) {
-  c.expect_arity(1, 1, 1, 1);
-  Window w = window(c, c.in(0), c.out(0));
+  Window w = plan_pool(c, PoolOp::MaxPool);
   const float* x = c.in(0).f32();
   float* out = c.out(0).f32();
   c.pool->parallel_for(w.N * w.C, 1, [&](int64_t p0, int64_t p1) {
@@ -93,8 +90,7 @@ void max_pool2d(const LibCall& c) {
 }
 
 void avg_pool2d(const LibCall& c) {
-  c.expect_arity(1, 1, 1, 1);
-  Window w = window(c, c.in(0), c.out(0));
+  Window w = plan_pool(c, PoolOp::AvgPool);
   const float* x = c.in(0).f32();
   float* out = c.out(0).f32();
   float inv = 1.0f / static_cast<float>(w.kh * w.kw);
@@ -114,13 +110,10 @@ void avg_pool2d(const LibCall& c) {
 
 // max_pool2d_grad(x, grad) -> dx: each window's gradient to its first maximum.
 void max_pool2d_grad(const LibCall& c) {
-  c.expect_arity(2, 2, 1, 1);
+  Window w = plan_pool(c, PoolOp::MaxPoolGrad);
   const TensorArg& x = c.in(0);
   const TensorArg& g = c.in(1);
   const TensorArg& dx = c.out(0);
-  Window w = window(c, x, g);
-  if (dx.shape != x.shape || dx.type != x.type)
-    c.fail(fmt::format("output has shape {}, expected the input's {}", shape_str(dx.shape), shape_str(x.shape)));
   c.pool->parallel_for(w.N * w.C, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const float* xp = x.f32() + p * w.H * w.W;
@@ -136,13 +129,9 @@ void max_pool2d_grad(const LibCall& c) {
 // avg_pool2d_grad(grad) -> dx of the output's shape (the attribute input_shape, when given,
 // must agree with it).
 void avg_pool2d_grad(const LibCall& c) {
-  c.expect_arity(1, 1, 1, 1);
+  Window w = plan_pool(c, PoolOp::AvgPoolGrad);
   const TensorArg& g = c.in(0);
   const TensorArg& dx = c.out(0);
-  std::vector<int64_t> given = c.ints_or("input_shape", {});
-  if (!given.empty() && given != dx.shape)
-    c.fail(fmt::format("input_shape {} disagrees with the output's shape {}", shape_str(given), shape_str(dx.shape)));
-  Window w = window(c, dx, g);
   float inv = 1.0f / static_cast<float>(w.kh * w.kw);
   c.pool->parallel_for(w.N * w.C, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
@@ -159,6 +148,29 @@ void avg_pool2d_grad(const LibCall& c) {
 }
 
 }  // namespace
+
+PoolWindow plan_pool(const LibCall& c, PoolOp op) {
+  if (op == PoolOp::MaxPool || op == PoolOp::AvgPool) {
+    c.expect_arity(1, 1, 1, 1);
+    return window(c, c.in(0), c.out(0));
+  }
+  if (op == PoolOp::MaxPoolGrad) {
+    c.expect_arity(2, 2, 1, 1);
+    const TensorArg& x = c.in(0);
+    const TensorArg& dx = c.out(0);
+    PoolWindow w = window(c, x, c.in(1));
+    if (dx.shape != x.shape || dx.type != x.type)
+      c.fail(fmt::format("output has shape {}, expected the input's {}", shape_str(dx.shape), shape_str(x.shape)));
+    return w;
+  }
+  c.expect_arity(1, 1, 1, 1);
+  const TensorArg& g = c.in(0);
+  const TensorArg& dx = c.out(0);
+  std::vector<int64_t> given = c.ints_or("input_shape", {});
+  if (!given.empty() && given != dx.shape)
+    c.fail(fmt::format("input_shape {} disagrees with the output's shape {}", shape_str(given), shape_str(dx.shape)));
+  return window(c, dx, g);
+}
 
 void register_pool_ops(LibraryTable& t) {
   t["max_pool2d"] = max_pool2d;

@@ -5,9 +5,10 @@
 // from the caller's named values ("$seed", "$step"), lays out the function's buffers (the
 // static memory plan, runtime/memory_plan.h, kept between runs while the symbol values do
 // not change; the arena itself is taken from the allocator for each run and given back at
-// its end), runs each instruction in order (a
-// Kernel: parallel_for over its extent calling the host code; a Library op: the table in
-// kernels/cpu/library.h), copies each update (new value -> persistent buffer) and returns
+// its end), runs each instruction in order (a Kernel: parallel_for over its extent calling
+// the host code; a Library op: the table in kernels/cpu/library.h), or, when the function
+// has several streams, each on its stream (runtime/cpu/streams.h; the layout then adds the
+// waits that arena reuse needs, runtime/streams.h), copies each update (new value -> persistent buffer) and returns
 // copies of the outputs. Inputs are read in place (never copied); params and optimizer
 // state live in the caller's persistent store, indexed by buffer id.
 #pragma once
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cpu/streams.h"
 #include "runtime/cpu/thread_pool.h"
 #include "runtime/error.h"
 #include "runtime/program.h"
@@ -35,6 +37,9 @@ struct ExecutorOptions {
   bool arena = true;
   // Where the arena (or the buffers) come from; null: the C heap. Must outlive the executor.
   CachingAllocator* allocator = nullptr;
+  // Run a function with more than one stream on its streams (runtime/cpu/streams.h);
+  // false: one instruction after another in list order (the sequential reference).
+  bool streams = true;
 };
 
 class Executor {
@@ -57,7 +62,7 @@ class Executor {
                                         const std::map<std::string, int64_t>& symbols);
 
   // The symbol values of the last run (Program::symbols order).
-  const std::vector<int64_t>& symbol_values() const { return values_; }
+  const std::vector<int64_t>& symbol_values() const;
   // How many times the buffers were laid out (a new layout happens when symbols change).
   int64_t layouts() const { return layouts_; }
   const Function& function() const { return fn_; }
@@ -65,6 +70,10 @@ class Executor {
   // least kArenaAlignment), and the size the memory plan of the current layout asks for.
   int64_t arena_bytes() const;
   int64_t planned_arena_bytes() const;
+  // The waits the current layout adds because buffers share arena bytes (pairs (earlier,
+  // later) of instructions, runtime/streams.h arena_hazards); empty when the function runs
+  // on one stream.
+  const std::vector<std::pair<uint32_t, uint32_t>>& arena_hazards() const;
 
  private:
   struct Layout;
@@ -78,10 +87,14 @@ class Executor {
   ThreadPool& pool_;
   std::vector<HostTensor>& persistent_;
   ExecutorOptions options_;
-  std::vector<int64_t> values_;                // symbol values of the current layout
   std::unique_ptr<Layout> layout_;
   int64_t layouts_ = 0;
-  bool laid_out_ = false;  // the buffers are laid out for values_
+  bool laid_out_ = false;  // the CPU's part of the layout is made for the bound symbols
+  // Streams (functions with more than one): the order their schedule gives, each stream's
+  // instructions, and the threads that run them.
+  std::unique_ptr<StreamOrder> order_;
+  std::vector<std::vector<uint32_t>> by_stream_;
+  std::unique_ptr<StreamRunner> runner_;
 };
 
 }  // namespace modelc::rt

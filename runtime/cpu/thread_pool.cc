@@ -86,17 +86,30 @@ void ThreadPool::parallel_for(int64_t extent, int64_t grain, const std::function
   if (extent <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   int64_t chunks = chunks_for(extent, grain);
-  if (chunks <= 1 || t_inside_pool || workers_.empty()) {
+  // On this thread: the whole range at once (nested calls, one chunk), or the chunks the
+  // pool would have run, one after another.
+  auto run_inline = [&](bool chunked) {
     bool was_inside = t_inside_pool;
     t_inside_pool = true;
     struct Restore {
       bool v;
       ~Restore() { t_inside_pool = v; }
     } restore{was_inside};
-    fn(0, extent);
-    return;
-  }
-  std::lock_guard<std::mutex> submit(submit_mu_);
+    if (!chunked) return fn(0, extent);
+    const int64_t units = (extent + grain - 1) / grain;
+    for (int64_t c = 0; c < chunks; ++c) {
+      int64_t b = c * units / chunks * grain;
+      int64_t e = std::min(extent, (c + 1) * units / chunks * grain);
+      if (b < e) fn(b, e);
+    }
+  };
+  if (chunks <= 1 || t_inside_pool || workers_.empty()) return run_inline(false);
+  // Another thread (another stream of an executor) has the pool: run this loop's chunks on
+  // this thread rather than wait, so the streams' loops overlap instead of queueing. The
+  // chunks are the pool's own, so a kernel that splits its work by them (a blocked sgemm)
+  // computes the same bits either way.
+  std::unique_lock<std::mutex> submit(submit_mu_, std::try_to_lock);
+  if (!submit.owns_lock()) return run_inline(true);
   Job job;
   job.fn = &fn;
   job.extent = extent;

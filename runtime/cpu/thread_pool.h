@@ -3,8 +3,11 @@
 //
 // The pool holds N-1 background threads; the calling thread is the N-th worker, so a pool
 // of 1 runs everything inline. A parallel_for issued from inside a chunk (a nested call)
-// runs inline on that thread. The first exception a chunk throws is rethrown to the caller
-// after every chunk has finished.
+// runs inline on that thread. Calls from several threads at once (the streams of an
+// executor, runtime/cpu/streams.h) are safe: the first one gets the pool, and a call that
+// finds the pool busy runs the same chunks one after another on its own thread instead of
+// waiting (so the results do not depend on who got the pool). The first exception a chunk
+// throws is rethrown to the caller after every chunk has finished (inline: at once).
 #pragma once
 
 #include <condition_variable>
@@ -47,7 +50,7 @@ class ThreadPool {
   uint64_t generation_ = 0;
   int active_ = 0;  // workers inside the current job
   bool stop_ = false;
-  std::mutex submit_mu_;  // one parallel_for at a time from outside the pool
+  std::mutex submit_mu_;  // held by the one outside caller whose loop the pool runs
 };
 
 }  // namespace modelc::rt

@@ -83,4 +83,9 @@ void Module::launch(const KernelDesc& k, CUdeviceptr buffers, CUdeviceptr sizes,
   MODELC_CU(ctx_.driver(), cuLaunchKernel(f, grid, 1, 1, k.gpu_block, 1, 1, 0, stream, params, nullptr));
 }
 
+void Module::launch_raw(const std::string& name, uint32_t grid, uint32_t block, void** params, CUstream stream) {
+  CUfunction f = function(name);
+  MODELC_CU(ctx_.driver(), cuLaunchKernel(f, std::max<uint32_t>(grid, 1), 1, 1, block, 1, 1, 0, stream, params, nullptr));
+}
+
 }  // namespace modelc::rt::cuda

@@ -7,6 +7,8 @@
 #if MODELC_HAVE_CUDA_H
 #include <cuda.h>
 
+#include <cstddef>
+
 namespace mc = modelc::rt::cuda;
 static_assert(mc::CUDA_SUCCESS == ::CUDA_SUCCESS);
 static_assert(mc::CUDA_ERROR_OUT_OF_MEMORY == ::CUDA_ERROR_OUT_OF_MEMORY);
@@ -37,9 +39,56 @@ constexpr size_t arity(R (*)(A...)) { return sizeof...(A); }
 #define MODELC_CHECK_ENTRY(name, type) \
   static_assert(arity(static_cast<type>(nullptr)) == arity(&::name), #name);
 MODELC_CUDA_DRIVER_FUNCTIONS(MODELC_CHECK_ENTRY)
-#undef MODELC_CHECK_ENTRY
 
 TEST(CudaDriverApi, MatchesTheToolkitsHeader) { SUCCEED() << "checked at compile time against <cuda.h>"; }
+
+// cuBLASLt (runtime/cuda/blaslt_api.h) against <cublasLt.h>.
+#include <cublasLt.h>
+
+#include "runtime/cuda/blaslt_api.h"
+namespace lt = modelc::rt::cuda::lt;
+static_assert(lt::kR32F == CUDA_R_32F && lt::kR16F == CUDA_R_16F && lt::kR16BF == CUDA_R_16BF);
+static_assert(lt::kCompute32F == CUBLAS_COMPUTE_32F && lt::kCompute32FFastTF32 == CUBLAS_COMPUTE_32F_FAST_TF32);
+static_assert(lt::kDescComputeType == CUBLASLT_MATMUL_DESC_COMPUTE_TYPE && lt::kDescScaleType == CUBLASLT_MATMUL_DESC_SCALE_TYPE);
+static_assert(lt::kDescTransA == CUBLASLT_MATMUL_DESC_TRANSA && lt::kDescEpilogue == CUBLASLT_MATMUL_DESC_EPILOGUE);
+static_assert(lt::kDescBiasPointer == CUBLASLT_MATMUL_DESC_BIAS_POINTER &&
+              lt::kDescBiasDataType == CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE);
+static_assert(lt::kEpilogueDefault == CUBLASLT_EPILOGUE_DEFAULT && lt::kEpilogueBias == CUBLASLT_EPILOGUE_BIAS);
+static_assert(lt::kEpilogueReluBias == CUBLASLT_EPILOGUE_RELU_BIAS && lt::kEpilogueGeluBias == CUBLASLT_EPILOGUE_GELU_BIAS);
+static_assert(lt::kLayoutBatchCount == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT &&
+              lt::kLayoutStridedBatchOffset == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET);
+static_assert(lt::kPrefMaxWorkspaceBytes == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES);
+static_assert(lt::kSuccess == CUBLAS_STATUS_SUCCESS);
+static_assert(sizeof(lt::MatmulAlgo) == sizeof(cublasLtMatmulAlgo_t));
+static_assert(sizeof(lt::HeuristicResult) == sizeof(cublasLtMatmulHeuristicResult_t));
+static_assert(offsetof(lt::HeuristicResult, workspaceSize) == offsetof(cublasLtMatmulHeuristicResult_t, workspaceSize));
+static_assert(offsetof(lt::HeuristicResult, state) == offsetof(cublasLtMatmulHeuristicResult_t, state));
+#define MODELC_CHECK_LT(name, type) static_assert(arity(lt::Api::name##_fn{}) == arity(&::name), #name);
+MODELC_CUBLASLT_FUNCTIONS(MODELC_CHECK_LT)
+
+// cuDNN (runtime/cuda/dnn_api.h) against <cudnn.h>, when the toolkit has it.
+#if __has_include(<cudnn.h>)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // the convolution API is deprecated in cuDNN 9
+#include <cudnn.h>
+
+#include "runtime/cuda/dnn_api.h"
+namespace dnn = modelc::rt::cuda::dnn;
+static_assert(dnn::kSuccess == CUDNN_STATUS_SUCCESS && dnn::kTensorNCHW == CUDNN_TENSOR_NCHW);
+static_assert(dnn::kDataFloat == CUDNN_DATA_FLOAT && dnn::kDataHalf == CUDNN_DATA_HALF &&
+              dnn::kDataBfloat16 == CUDNN_DATA_BFLOAT16);
+static_assert(dnn::kCrossCorrelation == CUDNN_CROSS_CORRELATION);
+static_assert(dnn::kDefaultMath == CUDNN_DEFAULT_MATH && dnn::kTensorOpMath == CUDNN_TENSOR_OP_MATH &&
+              dnn::kFmaMath == CUDNN_FMA_MATH);
+static_assert(sizeof(dnn::AlgoPerf) == sizeof(cudnnConvolutionFwdAlgoPerf_t) &&
+              sizeof(dnn::AlgoPerf) == sizeof(cudnnConvolutionBwdDataAlgoPerf_t) &&
+              sizeof(dnn::AlgoPerf) == sizeof(cudnnConvolutionBwdFilterAlgoPerf_t));
+static_assert(offsetof(dnn::AlgoPerf, memory) == offsetof(cudnnConvolutionFwdAlgoPerf_t, memory));
+static_assert(offsetof(dnn::AlgoPerf, status) == offsetof(cudnnConvolutionBwdFilterAlgoPerf_t, status));
+#define MODELC_CHECK_DNN(name, type) static_assert(arity(dnn::Api::name##_fn{}) == arity(&::name), #name);
+MODELC_CUDNN_FUNCTIONS(MODELC_CHECK_DNN)
+#pragma GCC diagnostic pop
+#endif
 #else
 TEST(CudaDriverApi, MatchesTheToolkitsHeader) { GTEST_SKIP() << "no CUDA toolkit: <cuda.h> is not there to compare with"; }
 #endif

@@ -80,4 +80,9 @@ inline void fake_register(const char* name, void (*fn)(void* const*, const int64
   fake_entry<void (*)(const char*, void (*)(void* const*, const int64_t*, int64_t, int64_t))>("fake_cuda_register_kernel")(name, fn);
 }
 
+// A stand-in for a kernel with its own parameters: it gets cuLaunchKernel's parameter array.
+inline void fake_register_raw(const char* name, void (*fn)(void**)) {
+  fake_entry<void (*)(const char*, void (*)(void**))>("fake_cuda_register_raw_kernel")(name, fn);
+}
+
 }  // namespace modelc::test

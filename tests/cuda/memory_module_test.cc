@@ -158,6 +158,7 @@ TEST(CudaModule, LoadsFindsAndLaunchesWithThePlansConfiguration) {
   EXPECT_EQ(message_of([&] { m.function("k2_missing"); }), "the plan's PTX has no kernel 'k2_missing'");
   fake_reset();
   fake_register("k0_add", add_k);
+  fake_register("k1_sum", [](void* const*, const int64_t*, int64_t, int64_t) {});  // the fake reads its ABI parameters
   // Tables and data in "device" memory, as the executor lays them out.
   DeviceRawAllocator raw(ctx);
   const int64_t n = 5000;

@@ -195,7 +195,7 @@ TEST(FusionPlan, LayerNormWeightIsNotAPrologue) {
 // char_gpt at a size the tests compile quickly (T = 8, C = 24).
 CompileOptions small_char_gpt() {
   CompileOptions o;
-  o.defines = {{"T", "8"}, {"C", "24"}};
+  o.defines = {{"T", "8"}, {"C", "24"}, {"L", "2"}};  // two blocks: one block feeding another
   return o;
 }
 
@@ -600,7 +600,7 @@ TEST(FusionNumerics, InPlaceAndHorizontalAdamWStepsEqualPerParameterCopiedBack) 
 
 TEST(FusionNumerics, FashionMlpTrainStep) { check_model({"fashion_mlp.model", {}, 10}); }
 TEST(FusionNumerics, FashionCnnTrainStep) { check_model({"fashion_cnn.model", {}, 10}); }
-TEST(FusionNumerics, CharGptTrainStep) { check_model({"char_gpt.model", {{"T", "8"}, {"C", "24"}}, 96}); }
+TEST(FusionNumerics, CharGptTrainStep) { check_model({"char_gpt.model", {{"T", "8"}, {"C", "24"}, {"L", "2"}}, 96}); }
 
 }  // namespace
 }  // namespace modelc::test

@@ -104,7 +104,7 @@ TEST(Train, CharGptLossFalls) {
     std::ofstream out(dir / "corpus.txt");
     for (int i = 0; i < 6000; ++i) out << words[rng() % 8];
   }
-  auto p = build("char_gpt.model", {{"T", "32"}, {"C", "48"}});
+  auto p = build("char_gpt.model", {{"T", "32"}, {"C", "48"}, {"L", "2"}});
   ASSERT_TRUE(p);
   p->train.data->strs["path"] = (dir / "corpus.txt").string();
   p->train.batch = 8;

@@ -175,6 +175,19 @@ int main(int argc, char** argv) {
   app.add_option("-f", fflags, "-fno-fusion: one kernel per op node (no kernel fusion); -ffusion: the default")
       ->option_text("no-fusion")
       ->allow_extra_args(false);
+  uint32_t streams = 1;
+  app.add_option("--streams", streams,
+                 "run each function's independent work on up to N streams, ordered by events (1: one "
+                 "stream, the sequential run; docs/streams.md)")
+      ->option_text("N")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16));
+  std::string precision;
+  app.add_option("--precision", precision,
+                 "train (and evaluate) in fp32, or with bf16 / fp16 matmuls and convolutions and f32 "
+                 "master weights (fp16 with dynamic loss scaling); overrides the train section's "
+                 "precision (docs/precision.md)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--error-limit", error_limit, "stop after this many errors (0: no limit)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_flag("--version", version, "print the version and exit");
@@ -258,6 +271,8 @@ int main(int argc, char** argv) {
   if (emit == "memory") bindings = take_free_dim_defines(opts, file);
   modelc::ProgramOptions program_options;
   program_options.fusion = fusion;
+  program_options.streams = streams;
+  if (!precision.empty()) program_options.precision = precision;
   program_options.mem_budget = mem_budget;
   program_options.recompute = checkpoint_algo != "none";
   program_options.annotations = !ignore_annotations;
@@ -296,6 +311,7 @@ int main(int argc, char** argv) {
       } else {
         modelc::Elaborated r = c.elaborate();
         ok = r.graph != nullptr;
+        if (ok && r.train && !precision.empty()) r.train->precision = precision;
         if (ok) {
           auto problems = modelc::verify_graph(*r.graph);
           if (!problems.empty()) {

@@ -8,8 +8,11 @@
 #include <unistd.h>
 
 #include "compiler/compile_program.h"
+#include "compiler/passes/schedule.h"
 #include "compiler/support/bytes.h"
 #include "runtime/checkpoint.h"
+#include "runtime/cuda/device.h"
+#include "runtime/cuda/driver.h"
 #include "runtime/data/dataset.h"
 #include "runtime/data/loader.h"
 #include "runtime/plan.h"
@@ -43,6 +46,21 @@ struct Loaded {
 // anything else is compiled from source.
 bool is_plan(const std::string& file) { return fs::path(file).extension() == ".plan" || rt::is_plan_file(file); }
 
+// The GPU target to compile PTX for: the device's, when --device resolves to a CUDA device
+// (the newest LLVM's NVPTX knows, sm_90, for a newer one: the driver JIT-compiles PTX
+// forward), else "" (no GPU code; the session runs on the CPU and says why). An explicit
+// --device cuda that cannot be used is an error here, before compiling.
+std::string gpu_target(const CommonOptions& c) {
+  const rt::cuda::DeviceSpec spec = rt::cuda::parse_device(c.device);
+  if (spec.kind == rt::cuda::DeviceSpec::Kind::Cpu) return "";
+  const rt::cuda::DeviceChoice choice = rt::cuda::choose_device(spec, rt::cuda::Driver::instance());
+  if (!choice.cuda) return "";
+  const int cc = choice.device->cc_major * 10 + choice.device->cc_minor;
+  for (int sm : {90, 89, 87, 86, 80, 75})
+    if (cc >= sm) return fmt::format("sm_{}", sm);
+  throw std::runtime_error(fmt::format("{} is too old: modelc's GPU code needs sm_75 or later", choice.device->str()));
+}
+
 std::shared_ptr<rt::Program> compile_model(const CommonOptions& c, bool train) {
   CompileOptions opts;
   opts.model = c.model;
@@ -64,6 +82,9 @@ std::shared_ptr<rt::Program> compile_model(const CommonOptions& c, bool train) {
   po.annotations = !c.ignore_annotations;
   po.checkpoint_algorithm = c.recompute == "sqrtn" ? CheckpointAlgorithm::SqrtN : CheckpointAlgorithm::Greedy;
   po.batch = c.batch;
+  po.streams = c.streams.value_or(1);
+  po.precision = c.precision;
+  po.ptx_target = gpu_target(c);
   auto program = compile_program(comp, c.file, po);
   std::cerr << comp.diags().render();
   if (!program) throw Reported{};
@@ -82,7 +103,13 @@ Loaded compile(const CommonOptions& c, bool train) {
     if (!c.mem_budget.empty() || c.recompute != "greedy" || c.ignore_annotations)
       throw UsageError(fmt::format("--mem-budget, --recompute and --ignore-annotations do not apply to {}: a .plan is already compiled "
                                    "(give them to modelc: modelc --mem-budget BYTES FILE.model -o FILE.plan)", c.file));
+    if (c.precision)
+      throw UsageError(fmt::format("--precision does not apply to {}: a .plan is already compiled (give it to "
+                                   "modelc: modelc --precision {} FILE.model -o FILE.plan)", c.file, *c.precision));
     l.program = rt::read_plan(c.file);
+    // A plan keeps the schedule modelc gave it unless --streams asks for another.
+    if (c.streams)
+      for (rt::Function& f : l.program->functions) schedule_streams(*l.program, f, *c.streams);
   } else {
     l.program = compile_model(c, train);
   }
@@ -214,6 +241,8 @@ int64_t predicted_peak(const rt::Program& p) {
 rt::SessionOptions session_options(const CommonOptions& c) {
   rt::SessionOptions so;
   so.threads = c.threads;
+  so.device = c.device;
+  so.allow_tf32 = c.tf32;
   if (!c.memory_limit.empty()) {
     std::optional<int64_t> limit = parse_bytes(c.memory_limit);
     if (!limit || *limit <= 0)
@@ -316,8 +345,9 @@ int run_train(const TrainOptions& o) {
                    return n;
                  }(),
                  s.param_names().size(), ds->size(rt::Split::Train), ds->size(rt::Split::Heldout), ds->origin());
-      fmt::print(stderr, "training {} steps of {} examples ({} per epoch), {} threads, optimizer {}, lr {}\n", total, batch,
-                 per_epoch, s.threads(), t.optimizer, t.schedule.lr);
+      fmt::print(stderr, "training {} steps of {} examples ({} per epoch) on {}, {} threads, optimizer {}, lr {}\n", total,
+                 batch, per_epoch, s.device(), s.threads(), t.optimizer, t.schedule.lr);
+      if (!s.device_note().empty()) fmt::print(stderr, "not on CUDA: {}\n", s.device_note());
     }
 
     rt::TrainLoader loader(ds, batch, l.example_shape, static_cast<uint64_t>(t.seed), start);
@@ -437,12 +467,12 @@ int run_bench(const BenchOptions& o) {
     std::sort(times.begin(), times.end());
     double median = times[times.size() / 2];
     const int64_t predicted = predicted_peak(*l.program);
-    fmt::print("{:<14} {:>6} {:>8} {:>10} {:>12} {:>14} {:>14} {:>14}\n", "model", "batch", "threads", "steps/s",
-               "samples/s", "median ms/step", "peak MiB", "predicted MiB");
-    fmt::print("{:<14} {:>6} {:>8} {:>10.2f} {:>12.0f} {:>14.2f} {:>14.2f} {:>14.2f}\n", l.program->model, batch,
+    fmt::print("{:<14} {:>6} {:>8} {:>10} {:>12} {:>14} {:>14} {:>14}  {}\n", "model", "batch", "threads", "steps/s",
+               "samples/s", "median ms/step", "peak MiB", "predicted MiB", "device");
+    fmt::print("{:<14} {:>6} {:>8} {:>10.2f} {:>12.0f} {:>14.2f} {:>14.2f} {:>14.2f}  {}\n", l.program->model, batch,
                s.threads(), static_cast<double>(o.steps) / total, static_cast<double>(o.steps * batch) / total,
                1e3 * median, static_cast<double>(s.memory_usage().peak()) / 1048576.0,
-               static_cast<double>(predicted) / 1048576.0);
+               static_cast<double>(predicted) / 1048576.0, s.on_cuda() ? s.device() : "cpu");
     return 0;
   });
 }

@@ -23,6 +23,10 @@ struct CommonOptions {
   std::string recompute = "greedy";    // --recompute greedy|sqrtn|none
   bool ignore_annotations = false;     // --ignore-annotations
   std::string memory_limit;            // --memory-limit BYTES: the runtime allocator's limit
+  std::optional<uint32_t> streams;     // --streams N: schedule the functions onto N streams
+  std::optional<std::string> precision;  // --precision fp32|bf16|fp16 (.model files only)
+  std::string device = "auto";         // --device auto|cpu|cuda|cuda:N
+  bool tf32 = false;                   // --tf32: f32 matmuls on CUDA may use TF32
 };
 
 struct TrainOptions {

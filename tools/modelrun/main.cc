@@ -29,6 +29,20 @@ void add_common(CLI::App* app, modelrun::CommonOptions& c) {
   app->add_option("--batch", c.batch, "examples per step (default: the train section's batch)");
   app->add_option("--seed", c.seed, "the run's seed: initialisation, shuffling, dropout");
   app->add_option("--threads", c.threads, "worker threads (default: one per core)")->check(CLI::NonNegativeNumber);
+  app->add_option("--streams", c.streams,
+                  "run independent work of each step on up to N streams (worker threads ordered by events; "
+                  "1: the sequential run; for a .plan, replaces its schedule; docs/streams.md)")
+      ->option_text("N")
+      ->check(CLI::Range(1, 16));
+  app->add_option("--precision", c.precision,
+                  "fp32, or bf16 / fp16 matmuls and convolutions with f32 master weights (fp16 with dynamic loss "
+                  "scaling); overrides the train section's precision (.model files only; docs/precision.md)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  app->add_option("--device", c.device,
+                  "where to run: auto (a CUDA GPU when there is one, else the CPU, saying why), cpu, cuda or cuda:N "
+                  "(after CUDA_VISIBLE_DEVICES; docs/gpu.md)")
+      ->option_text("DEVICE");
+  app->add_flag("--tf32", c.tf32, "on CUDA, let f32 matmuls use TF32 tensor cores (10-bit mantissas, f32 accumulation)");
   app->add_flag("-q,--quiet", c.quiet, "print only the summary");
   app->add_option("--mem-budget", c.mem_budget,
                   "the peak memory the train step must fit in (8GiB, 512MiB, bytes; overrides the train section's "

@@ -201,7 +201,7 @@ void register_conv_ops(OpRegistry& r) {
   r.def(OpKind::Conv2d)
       .signature("x: tensor, w: tensor, bias: tensor? = none, stride: ints = [1], padding: ints = [0], "
                  "dilation: ints = [1], groups: int = 1")
-      .fusion(FusionKind::Opaque).infer(infer_conv2d).reference(ref_conv2d)
+      .fusion(FusionKind::Opaque).infer(infer_conv2d).reference(ref_conv2d).autocast(AutocastPolicy::Lower)
       .summary("2-D convolution of NCHW images [N,C,H,W] with weights [O,C/groups,kh,kw], zero padding");
   r.def(OpKind::MaxPool2d).signature("x: tensor, kernel: ints, stride: ints = [], padding: ints = [0]")
       .fusion(FusionKind::Reduction).infer(infer_pool("max_pool2d"))

@@ -235,6 +235,9 @@ void register_elementwise_ops(OpRegistry& r) {
   // language does not define; they are refused rather than guessed.
   def_binary(r, OpKind::Div, "div", s_div, F, false, "a / b, broadcasting");
   def_binary(r, OpKind::Pow, "pow", s_pow, F, false, "a ^ b, broadcasting");
+  // Autocast runs these in f32 (as PyTorch's autocast does): their range and accuracy
+  // suffer most in a 16-bit type.
+  for (OpKind k : {OpKind::Exp, OpKind::Log, OpKind::Pow}) r.def(k).autocast(AutocastPolicy::F32);
   def_binary(r, OpKind::Maximum, "maximum", s_maximum, FI, false, "elementwise max(a, b), NaN propagates");
   def_binary(r, OpKind::Minimum, "minimum", s_minimum, FI, false, "elementwise min(a, b), NaN propagates");
   // Ordering is not defined on bool; equality is (masks compare with masks).

@@ -288,10 +288,12 @@ void register_grad_ops(OpRegistry& r) {
   r.def(OpKind::Conv2dGradInput).internal()
       .signature(std::string("grad: tensor, w: tensor, input_shape: shape, ") + kConvAttrs)
       .fusion(FusionKind::Opaque).infer(infer_conv2d_grad_input).reference(ref_conv2d_grad_input)
+      .autocast(AutocastPolicy::Lower)
       .summary("conv2d's gradient with respect to its input [N,C,H,W] = input_shape");
   r.def(OpKind::Conv2dGradWeight).internal()
       .signature(std::string("x: tensor, grad: tensor, weight_shape: shape, ") + kConvAttrs)
       .fusion(FusionKind::Opaque).infer(infer_conv2d_grad_weight).reference(ref_conv2d_grad_weight)
+      .autocast(AutocastPolicy::Lower)
       .summary("conv2d's gradient with respect to its weight [O,C/groups,kh,kw] = weight_shape");
   r.def(OpKind::MaxPool2dGrad).internal().signature(std::string("x: tensor, grad: tensor, ") + kPoolAttrs)
       .fusion(FusionKind::Opaque).infer(infer_max_pool2d_grad)

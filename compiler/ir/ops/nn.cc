@@ -240,19 +240,21 @@ void ref_causal_mask(RefCtx& c) {
 void register_nn_ops(OpRegistry& r) {
   r.def(OpKind::Softmax).signature("x: tensor, axis: int = -1").fusion(FusionKind::Row)
       .infer(infer_softmax("softmax")).reference([](RefCtx& c) { ref_softmax(c, false); })
+      .autocast(AutocastPolicy::F32)
       .summary("exp(x) / sum(exp(x)) along an axis (by default the last)");
   r.def(OpKind::LogSoftmax).signature("x: tensor, axis: int = -1").fusion(FusionKind::Row)
       .infer(infer_softmax("log_softmax")).reference([](RefCtx& c) { ref_softmax(c, true); })
+      .autocast(AutocastPolicy::F32)
       .summary("x - log(sum(exp(x))) along an axis (by default the last)");
   r.def(OpKind::LayerNorm)
       .signature("x: tensor, weight: tensor? = none, bias: tensor? = none, eps: float = 1e-5")
-      .fusion(FusionKind::Row).infer(infer_layer_norm).reference(ref_layer_norm)
+      .fusion(FusionKind::Row).infer(infer_layer_norm).reference(ref_layer_norm).autocast(AutocastPolicy::F32)
       .summary("normalises the last axis to mean 0 and variance 1, then scales by weight and adds bias");
   r.def(OpKind::Embedding).signature("ids: tensor, table: tensor").fusion(FusionKind::Opaque)
       .infer(infer_embedding).reference(ref_embedding)
       .summary("the rows of table [V,C] picked by i32 ids: [...] -> [...,C]");
   r.def(OpKind::CrossEntropy).signature("logits: tensor, targets: tensor").fusion(FusionKind::Reduction)
-      .infer(infer_cross_entropy).reference(ref_cross_entropy)
+      .infer(infer_cross_entropy).reference(ref_cross_entropy).autocast(AutocastPolicy::F32)
       .summary("mean over positions of -log_softmax(logits)[target], as an f32 scalar");
   r.def(OpKind::Dropout).signature("x: tensor, p: float = 0.1").fusion(FusionKind::Elementwise)
       .infer(infer_dropout).reference(ref_dropout)

@@ -110,6 +110,9 @@ void register_reduce_ops(OpRegistry& r) {
   def_reduce(r, OpKind::Mean, "mean", Reduce::Mean, false, "mean over axes (all when none are given)");
   def_reduce(r, OpKind::Max, "max", Reduce::Max, false,
              "maximum over axes (all when none are given); NaN propagates");
+  // Sums of many low-precision values lose their small terms: autocast keeps them in f32.
+  r.def(OpKind::Sum).autocast(AutocastPolicy::F32);
+  r.def(OpKind::Mean).autocast(AutocastPolicy::F32);
 }
 
 }  // namespace modelc

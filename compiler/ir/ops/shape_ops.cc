@@ -342,7 +342,7 @@ void ref_split(RefCtx& c) {
 
 void register_shape_ops(OpRegistry& r) {
   r.def(OpKind::Matmul).signature("a: tensor, b: tensor").fusion(FusionKind::Opaque)
-      .infer(infer_matmul).reference(ref_matmul)
+      .infer(infer_matmul).reference(ref_matmul).autocast(AutocastPolicy::Lower)
       .summary("matrix product with numpy semantics: batch dims broadcast, 1-D operands promoted");
   r.def(OpKind::Transpose).signature("x: tensor, dim0: int = -2, dim1: int = -1").fusion(FusionKind::Injective)
       .infer(infer_transpose).reference(ref_transpose)

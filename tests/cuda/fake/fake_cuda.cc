@@ -8,7 +8,9 @@
 // the kernels its ".entry NAME(" lines declare. A launch is recorded (fake_cuda_launches) and,
 // when the test registered a host function of the runtime's host-kernel ABI under the
 // kernel's name (fake_cuda_register_kernel), that function runs over [begin, end), so a
-// Program's host code stands in for its PTX.
+// Program's host code stands in for its PTX; a function registered with
+// fake_cuda_register_raw_kernel gets the launch's parameter array as it is (the hand
+// kernels' stand-ins). Other launches are only recorded.
 //
 // Behaviour is set by the environment, read at each call:
 //   FAKE_CUDA_INIT=N     cuInit returns N (default 0)
@@ -28,6 +30,9 @@
 namespace {
 
 using HostKernelFn = void (*)(void* const*, const int64_t*, int64_t, int64_t);
+// A stand-in for a kernel with its own parameters (the hand kernels): gets cuLaunchKernel's
+// parameter array as it is.
+using RawKernelFn = void (*)(void**);
 
 struct Launch {
   std::string name;
@@ -45,6 +50,7 @@ struct State {
   std::map<void*, size_t> device, pinned;
   size_t device_bytes = 0;
   std::map<std::string, HostKernelFn> kernels;
+  std::map<std::string, RawKernelFn> raw_kernels;
   std::vector<Launch> launches;
   int streams = 0, events = 0, contexts = 0;
 };
@@ -237,19 +243,28 @@ API int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned 
                        void*, void** params, void**) {
   if (gx == 0 || gy != 1 || gz != 1 || by != 1 || bz != 1 || shared != 0 || bx == 0 || bx > 1024) return 1;
   const std::string& name = *static_cast<std::string*>(f);
-  auto buffers = *static_cast<uint64_t*>(params[0]);
-  auto sizes = *static_cast<uint64_t*>(params[1]);
-  auto begin = *static_cast<int64_t*>(params[2]);
-  auto end = *static_cast<int64_t*>(params[3]);
   HostKernelFn fn = nullptr;
+  RawKernelFn raw = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state().mu);
+    if (auto it = state().kernels.find(name); it != state().kernels.end()) fn = it->second;
+    if (auto it = state().raw_kernels.find(name); it != state().raw_kernels.end()) raw = it->second;
+  }
+  // Only a kernel of the generated ABI has the four parameters (buffers, sizes, begin, end);
+  // a launch of anything else is recorded without reading its parameters.
+  int64_t begin = 0, end = 0;
+  if (fn != nullptr) {
+    begin = *static_cast<int64_t*>(params[2]);
+    end = *static_cast<int64_t*>(params[3]);
+  }
   {
     std::lock_guard<std::mutex> lock(state().mu);
     state().launches.push_back({name, gx, bx, begin, end});
-    auto it = state().kernels.find(name);
-    if (it != state().kernels.end()) fn = it->second;
   }
   if (fn != nullptr)
-    fn(reinterpret_cast<void* const*>(buffers), reinterpret_cast<const int64_t*>(sizes), begin, end);
+    fn(reinterpret_cast<void* const*>(*static_cast<uint64_t*>(params[0])),
+       reinterpret_cast<const int64_t*>(*static_cast<uint64_t*>(params[1])), begin, end);
+  if (raw != nullptr) raw(params);
   return 0;
 }
 API int cuStreamCreate(void** s, unsigned) {
@@ -292,6 +307,10 @@ API void fake_cuda_register_kernel(const char* name, HostKernelFn fn) {
   std::lock_guard<std::mutex> lock(state().mu);
   state().kernels[name] = fn;
 }
+API void fake_cuda_register_raw_kernel(const char* name, RawKernelFn fn) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  state().raw_kernels[name] = fn;
+}
 // Copies launch i (name, grid, block, begin, end); false when there is none.
 API bool fake_cuda_launch(size_t i, char* name, size_t name_len, unsigned* grid, unsigned* block, int64_t* begin, int64_t* end) {
   std::lock_guard<std::mutex> lock(state().mu);
@@ -312,6 +331,7 @@ API void fake_cuda_reset() {
   std::lock_guard<std::mutex> lock(state().mu);
   state().launches.clear();
   state().kernels.clear();
+  state().raw_kernels.clear();
 }
 // Live device bytes, pinned regions, streams, events and retained contexts.
 API void fake_cuda_counts(size_t* device_bytes, size_t* pinned, int* streams, int* events, int* contexts) {

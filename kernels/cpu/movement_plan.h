@@ -1,0 +1,58 @@
+// The data-movement ops planned once for every device: transpose, permute, reshape,
+// broadcast_to, slice, concat, split and copy are checked here and become a list of strided
+// copies, and fill becomes a bit pattern. The CPU twin (kernels/cpu/movement.cc) and the CUDA
+// ops (kernels/cuda/) run exactly these plans, so the checks, their messages and the
+// strides each op copies with are written once.
+//
+// A copy is given in elements of `elem_bytes` bytes, with its dims coalesced (dims of 1
+// dropped, neighbours that are contiguous in both source and destination merged), so
+// that a copy of contiguous memory has rank 1 whatever the op.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/library.h"
+
+namespace modelc::kernels {
+
+// dst[dst_base + sum idx[k] * dst_stride[k]] = src[src_base + sum idx[k] * src_stride[k]]
+// for every idx < shape; `src` is the index of an input of the call, `dst` of an output.
+struct StridedCopy {
+  size_t src = 0, dst = 0;
+  std::vector<int64_t> shape, src_stride, dst_stride;
+  int64_t src_base = 0, dst_base = 0;
+  size_t elem_bytes = 0;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  // True when the copy moves every element onto itself (same buffer, same layout): a
+  // reshape in place.
+  bool in_place(const void* src_data, const void* dst_data) const {
+    return src_data == dst_data && src_base == dst_base && src_stride == dst_stride;
+  }
+};
+
+// Merges what can be merged (see above); the same elements move in the same order.
+StridedCopy coalesce(StridedCopy c);
+
+// Whether `op` is one of the strided-copy ops above.
+bool is_strided_copy_op(const std::string& op);
+
+// Checks call `c` of a strided-copy op (arity, types, shapes, attributes) and returns its
+// copies, coalesced, with empty ones left out. Throws RuntimeError (LibCall::fail).
+std::vector<StridedCopy> plan_movement(const LibCall& c);
+
+// fill: `n` elements of `elem_bytes` bytes, each holding the low bytes of `bits`.
+struct FillPlan {
+  size_t elem_bytes = 4;
+  uint32_t bits = 0;
+  int64_t n = 0;
+};
+FillPlan plan_fill(const LibCall& c);
+
+}  // namespace modelc::kernels
