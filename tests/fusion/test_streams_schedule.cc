@@ -7,6 +7,7 @@
 
 #include <random>
 
+#include "tests/common/random_batch.h"
 #include "compiler/compile_program.h"
 #include "compiler/passes/schedule.h"
 #include "runtime/memory_plan.h"
@@ -95,24 +96,9 @@ TEST(StreamSchedule, ADiamondWaitsOnce) {
 // Random batches of a program's inputs: f32 in [-1, 1), i32 in [0, classes).
 std::map<std::string, rt::HostTensor> batch(const rt::Program& p, const std::map<std::string, int64_t>& dims,
                                             int64_t classes, std::mt19937_64& rng) {
-  std::map<std::string, rt::HostTensor> b;
-  const rt::Function& fn = *p.function("train_step");
   std::vector<int64_t> sym(p.symbols.size(), 0);
   for (const auto& [name, v] : dims) sym.at(*p.symbol_id(name)) = v;
-  for (const rt::Feed& f : fn.feeds) {
-    if (f.name[0] == '$' || b.count(f.name)) continue;
-    const rt::BufferDesc& d = p.buffers[f.buffer];
-    std::vector<int64_t> shape;
-    for (const rt::SizeExpr& e : d.shape) shape.push_back(e.eval(sym));
-    shape[0] *= fn.micro_batches;
-    rt::HostTensor t(d.type, shape);
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if (d.type == rt::ElemType::I32) t.i32()[i] = static_cast<int32_t>(rng() % static_cast<uint64_t>(classes));
-      else t.f32()[i] = std::uniform_real_distribution<float>(-1, 1)(rng);
-    }
-    b[f.name] = std::move(t);
-  }
-  return b;
+  return test::random_train_batch(p, sym, classes, rng);
 }
 
 struct ModelCase {

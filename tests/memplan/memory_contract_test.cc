@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 
+#include "tests/common/random_batch.h"
 #include "compiler/compile_program.h"
 #include "runtime/session.h"
 
@@ -73,23 +74,9 @@ std::pair<int64_t, int64_t> peak_range(const ModelCase& mc) {
 std::vector<std::map<std::string, rt::HostTensor>> batches(const rt::Program& p, const ModelCase& mc, int n,
                                                            uint64_t seed) {
   std::mt19937_64 rng(seed);
-  std::vector<std::map<std::string, rt::HostTensor>> out(static_cast<size_t>(n));
-  const rt::Function& fn = *p.function("train_step");
-  std::vector<int64_t> sym = bind_symbols(p, "train_step", {{"B", mc.batch}});
-  for (auto& b : out)
-    for (const rt::Feed& f : fn.feeds) {
-      if (f.name[0] == '$' || b.count(f.name)) continue;
-      const rt::BufferDesc& d = p.buffers[f.buffer];
-      std::vector<int64_t> shape;
-      for (const rt::SizeExpr& e : d.shape) shape.push_back(e.eval(sym));
-      shape[0] *= fn.micro_batches;
-      rt::HostTensor t(d.type, shape);
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        if (d.type == rt::ElemType::I32) t.i32()[i] = static_cast<int32_t>(rng() % static_cast<uint64_t>(mc.classes));
-        else t.f32()[i] = std::uniform_real_distribution<float>(-1, 1)(rng);
-      }
-      b[f.name] = std::move(t);
-    }
+  std::vector<std::map<std::string, rt::HostTensor>> out;
+  const std::vector<int64_t> sym = bind_symbols(p, "train_step", {{"B", mc.batch}});
+  for (int i = 0; i < n; ++i) out.push_back(test::random_train_batch(p, sym, mc.classes, rng));
   return out;
 }
 
