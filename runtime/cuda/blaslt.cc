@@ -50,9 +50,7 @@ const BlasLt& blaslt() {
       return r;
     }
     std::string missing;
-#define MODELC_CUBLASLT_RESOLVE(name, type)                          \
-  r->api.name = reinterpret_cast<lt::Api::name##_fn>(r->lib.symbol(#name)); \
-  if (r->api.name == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(#name);
+#define MODELC_CUBLASLT_RESOLVE(name, type) resolve(r->lib, #name, r->api.name, missing);
     MODELC_CUBLASLT_FUNCTIONS(MODELC_CUBLASLT_RESOLVE)
 #undef MODELC_CUBLASLT_RESOLVE
     if (!missing.empty()) r->reason = fmt::format("cuBLASLt at {} lacks {}", r->lib.path, missing);

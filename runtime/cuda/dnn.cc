@@ -42,9 +42,7 @@ const Dnn& cudnn() {
       return r;
     }
     std::string missing;
-#define MODELC_CUDNN_RESOLVE(name, type)                                     \
-  r->api.name = reinterpret_cast<dnn::Api::name##_fn>(r->lib.symbol(#name)); \
-  if (r->api.name == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(#name);
+#define MODELC_CUDNN_RESOLVE(name, type) resolve(r->lib, #name, r->api.name, missing);
     MODELC_CUDNN_FUNCTIONS(MODELC_CUDNN_RESOLVE)
 #undef MODELC_CUDNN_RESOLVE
     if (!missing.empty()) r->reason = fmt::format("cuDNN at {} lacks {}", r->lib.path, missing);

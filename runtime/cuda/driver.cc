@@ -1,5 +1,7 @@
 #include "runtime/cuda/driver.h"
 
+#include "runtime/cuda/dynlib.h"
+
 #include <dlfcn.h>
 #include <fmt/format.h>
 
@@ -26,10 +28,9 @@ Driver::Driver(const std::string& path) : path_(path) {
     reason_ = fmt::format("the CUDA driver {} could not be loaded ({})", path, err != nullptr ? err : "unknown error");
     return;
   }
+  const DynLib loaded{lib, path, ""};
   std::string missing;
-#define MODELC_CUDA_RESOLVE(name, type)                                  \
-  api_.name = reinterpret_cast<type>(dlsym(lib, #name));                 \
-  if (api_.name == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(#name);
+#define MODELC_CUDA_RESOLVE(name, type) resolve(loaded, #name, api_.name, missing);
   MODELC_CUDA_DRIVER_FUNCTIONS(MODELC_CUDA_RESOLVE)
 #undef MODELC_CUDA_RESOLVE
   if (!missing.empty()) {

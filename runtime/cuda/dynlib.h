@@ -17,4 +17,11 @@ struct DynLib {
 // `what` names the library in the reason ("cuBLASLt").
 DynLib load_library(const char* what, const char* env, const std::vector<std::string>& names);
 
+// Points `slot` at the library's entry point `name`, or adds the name to `missing` ("a, b").
+template <typename Fn>
+void resolve(const DynLib& lib, const char* name, Fn& slot, std::string& missing) {
+  slot = reinterpret_cast<Fn>(lib.symbol(name));
+  if (slot == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(name);
+}
+
 }  // namespace modelc::rt::cuda
