@@ -239,7 +239,9 @@ TEST(KernelsLowPrecision, FusedGroupsWithCastsAgreeWithTheReference) {
         LowerOptions lo;
         lo.dry_run = true;
         size_t kernels = 0;
-        for (const rt::Instr& i : lower_program(g, nullptr, nullptr, lo)->function("eval")->instrs)
+        // Keep the program alive: the range below points into it.
+        const std::shared_ptr<rt::Program> prog = lower_program(g, nullptr, nullptr, lo);
+        for (const rt::Instr& i : prog->function("eval")->instrs)
           kernels += i.kind == rt::Instr::Kind::Kernel;
         EXPECT_LE(kernels, 4u) << "the casts did not fuse";
       }
