@@ -191,7 +191,7 @@ Executor& Session::executor(const std::string& name) {
   return *executors_.emplace(name, std::move(e)).first->second;
 }
 
-std::map<std::string, HostTensor> Session::run(const std::string& name, const std::map<std::string, HostTensor>& batch) {
+Session::Started Session::start(const std::string& name, const std::map<std::string, HostTensor>& batch) {
   const Program& p = *program_;
   const Function* fnp = p.function(name);
   if (!fnp) throw RuntimeError(fmt::format("model '{}' has no function '{}'", p.model, name));
@@ -254,29 +254,63 @@ std::map<std::string, HostTensor> Session::run(const std::string& name, const st
   std::map<std::string, int64_t> symbols{{"$seed", static_cast<int64_t>(seed_)}, {"$step", step_}};
   int64_t fed = 0;
   for (const HostTensor* t : feeds) fed += t ? static_cast<int64_t>(t->bytes.size()) : 0;
+  Started started;
   if (cuda_) {
     auto it = cuda_->executors.find(name);
     if (it == cuda_->executors.end()) {
       it = cuda_->executors.emplace(name, std::make_unique<cuda::CudaExecutor>(p, fn, cuda_->device, cuda_->persistent)).first;
       if (cuda_->profiling) it->second->set_profiling(true);
     }
-    return it->second->run(feeds, symbols);
+    started.exec = it->second.get();
+    started.run = started.exec->launch(feeds, symbols);
+    return started;
   }
   input_peak_ = std::max(input_peak_, fed);
-  return executor(name).run(feeds, symbols);
+  started.outputs = executor(name).run(feeds, symbols);
+  return started;
+}
+
+Session::Started::Started() = default;
+Session::Started::Started(Started&&) noexcept = default;
+Session::Started& Session::Started::operator=(Started&&) noexcept = default;
+Session::Started::~Started() = default;
+
+std::map<std::string, HostTensor> Session::complete(Started s) {
+  return s.exec != nullptr ? s.exec->finish(std::move(s.run)) : std::move(s.outputs);
+}
+
+std::map<std::string, HostTensor> Session::run(const std::string& name, const std::map<std::string, HostTensor>& batch) {
+  return complete(start(name, batch));
 }
 
 float Session::train_step(const std::map<std::string, HostTensor>& batch) {
-  auto out = run("train_step", batch);
-  auto it = out.find("loss");
-  if (it == out.end() || it->second.type != ElemType::F32 || it->second.numel() != 1)
-    throw RuntimeError("function 'train_step' has no f32 scalar output 'loss'");
-  float loss = it->second.f32()[0];
-  auto gn = out.find("grad_norm");
-  last_grad_norm_ = gn != out.end() && gn->second.type == ElemType::F32 && gn->second.numel() == 1
-                        ? gn->second.f32()[0] : std::numeric_limits<float>::quiet_NaN();
+  if (!pending_.empty())
+    throw RuntimeError(fmt::format("Session::train_step: {} submitted step{} not finished; call finish_step() first",
+                                   pending_.size(), pending_.size() == 1 ? " is" : "s are"));
+  submit_step(batch);
+  return finish_step().loss;
+}
+
+void Session::submit_step(const std::map<std::string, HostTensor>& batch) {
+  pending_.push_back(start("train_step", batch));
   ++step_;
-  return loss;
+}
+
+StepResult Session::finish_step() {
+  if (pending_.empty()) throw RuntimeError("Session::finish_step: no step was submitted");
+  Started s = std::move(pending_.front());
+  pending_.pop_front();
+  StepResult r;
+  r.outputs = complete(std::move(s));
+  auto it = r.outputs.find("loss");
+  if (it == r.outputs.end() || it->second.type != ElemType::F32 || it->second.numel() != 1)
+    throw RuntimeError("function 'train_step' has no f32 scalar output 'loss'");
+  r.loss = it->second.f32()[0];
+  auto gn = r.outputs.find("grad_norm");
+  r.grad_norm = gn != r.outputs.end() && gn->second.type == ElemType::F32 && gn->second.numel() == 1
+                    ? gn->second.f32()[0] : std::numeric_limits<float>::quiet_NaN();
+  last_grad_norm_ = r.grad_norm;
+  return r;
 }
 
 std::map<std::string, HostTensor> Session::eval(const std::map<std::string, HostTensor>& batch) {

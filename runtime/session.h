@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,7 +36,16 @@
 namespace modelc::rt {
 namespace cuda {
 struct InstrTime;
+class CudaRun;
+class CudaExecutor;
 }
+
+// What a training step returned (Session::finish_step).
+struct StepResult {
+  float loss = 0;
+  float grad_norm = 0;  // NaN when the program has no `grad_norm` output
+  std::map<std::string, HostTensor> outputs;  // all of train_step's outputs, `loss` too
+};
 
 struct SessionOptions {
   // Worker threads for the runtime's parallel loops, which also split the work of
@@ -94,6 +104,21 @@ class Session {
   // an error (a misspelt name would otherwise be ignored silently).
   float train_step(const std::map<std::string, HostTensor>& batch);
 
+  // Pipelined training: submit_step queues a step and returns; finish_step waits for the
+  // oldest step submitted and returns what it computed. On CUDA the step runs while the
+  // caller prepares the next batch, and the next submit_step's inputs go up on the copy
+  // stream (from pinned memory) while this step computes:
+  //   s.submit_step(b0);
+  //   for (i = 1..) { s.submit_step(b_i); StepResult r = s.finish_step(); ... }
+  //   s.finish_step();
+  // On the CPU submit_step runs the step at once. step() counts the submitted steps (the
+  // "$t" and "$lr" a step is fed are fixed when it is submitted); the batch may be reused
+  // when submit_step returns. train_step, eval and the accessors work with steps in flight
+  // (they are ordered after them) except that train_step is an error then.
+  void submit_step(const std::map<std::string, HostTensor>& batch);
+  StepResult finish_step();
+  size_t steps_in_flight() const { return pending_.size(); }
+
   // Runs the function "eval" on `batch` (step() is bound as "$step" but not incremented)
   // and returns all its outputs by name.
   std::map<std::string, HostTensor> eval(const std::map<std::string, HostTensor>& batch);
@@ -139,8 +164,20 @@ class Session {
 
  private:
   struct Cuda;
+  // A function's run, started: in flight on CUDA, done on the CPU.
+  struct Started {
+    cuda::CudaExecutor* exec = nullptr;
+    std::unique_ptr<cuda::CudaRun> run;
+    std::map<std::string, HostTensor> outputs;  // the CPU's
+    Started();
+    Started(Started&&) noexcept;
+    Started& operator=(Started&&) noexcept;
+    ~Started();
+  };
   Executor& executor(const std::string& fn);
   void choose_device();
+  Started start(const std::string& fn, const std::map<std::string, HostTensor>& batch);
+  std::map<std::string, HostTensor> complete(Started s);
   std::map<std::string, HostTensor> run(const std::string& fn, const std::map<std::string, HostTensor>& batch);
   uint32_t persistent_id(const std::string& name, BufferRole role) const;
 
@@ -160,6 +197,7 @@ class Session {
   std::map<std::string, std::unique_ptr<Executor>> executors_;
   std::string device_note_;
   std::unique_ptr<Cuda> cuda_;  // set when running on CUDA; the device copies of persistent_
+  std::deque<Started> pending_;  // submitted steps, oldest first (destroyed before cuda_)
 };
 
 // The initial values of a parameter: a pure function of (init, seed, name) and the shape.

@@ -14,16 +14,10 @@ namespace {
 
 using rt::cuda::CudaDevice;
 
-struct PendingCheck {
-  std::string op, where;
-  std::vector<int64_t> ids_shape;
-  int64_t rows = 0;
-};
-
 struct ErrorState {
   CudaDevice* device = nullptr;
   unsigned long long* words = nullptr;  // kErrorWords device words
-  std::vector<PendingCheck> pending;    // pending[i] is about words[i]
+  std::vector<IdCheck> pending;    // pending[i] is about words[i]
   bool deferred = false;
 };
 
@@ -48,6 +42,17 @@ ErrorState& state(CudaDevice& d) {
 
 rt::cuda::CUdeviceptr dptr(const void* p) { return reinterpret_cast<rt::cuda::CUdeviceptr>(p); }
 
+// Throws the first error among the words of `checks` (in issue order).
+void throw_first(const std::vector<IdCheck>& checks, const unsigned long long* words) {
+  for (size_t i = 0; i < checks.size(); ++i) {
+    if (words[i] == kNoError) continue;
+    LibCall c;
+    c.op = checks[i].op;
+    c.where = checks[i].where;
+    fail_id_error(c, words[i], checks[i].ids_shape, checks[i].rows);
+  }
+}
+
 }  // namespace
 
 unsigned long long* reserve_error_word(const rt::cuda::CudaLibCall& c) {
@@ -69,7 +74,7 @@ void set_deferred_error_checks(CudaDevice& device, bool deferred) { state(device
 void check_kernel_errors(CudaDevice& device) {
   ErrorState& s = state(device);
   if (s.pending.empty()) return;
-  std::vector<PendingCheck> pending = std::move(s.pending);
+  std::vector<IdCheck> pending = std::move(s.pending);
   s.pending.clear();
   std::vector<unsigned long long> words(pending.size(), kNoError);
   // Every stream's kernels must be done before the words are read.
@@ -77,13 +82,37 @@ void check_kernel_errors(CudaDevice& device) {
   const auto& drv = device.driver();
   MODELC_CU(drv, cuMemcpyDtoHAsync_v2(words.data(), dptr(s.words), words.size() * sizeof(unsigned long long), device.stream()));
   device.synchronize();
-  for (size_t i = 0; i < pending.size(); ++i) {
-    if (words[i] == kNoError) continue;
-    LibCall c;
-    c.op = pending[i].op;
-    c.where = pending[i].where;
-    fail_id_error(c, words[i], pending[i].ids_shape, pending[i].rows);
+  throw_first(pending, words.data());
+}
+
+KernelErrorReadback& KernelErrorReadback::operator=(KernelErrorReadback&& o) noexcept {
+  if (this != &o) {
+    this->~KernelErrorReadback();
+    device_ = std::exchange(o.device_, nullptr);
+    checks_ = std::move(o.checks_);
+    words_ = std::exchange(o.words_, nullptr);
   }
+  return *this;
+}
+
+KernelErrorReadback::~KernelErrorReadback() {
+  if (words_ != nullptr) device_->pinned().free(words_);
+  words_ = nullptr;
+}
+
+void KernelErrorReadback::check() const {
+  if (words_ != nullptr) throw_first(checks_, words_);
+}
+
+KernelErrorReadback read_back_kernel_errors(CudaDevice& device, rt::cuda::CUstream stream) {
+  ErrorState& s = state(device);
+  if (s.pending.empty()) return {};
+  const size_t bytes = s.pending.size() * sizeof(unsigned long long);
+  auto* words = static_cast<unsigned long long*>(device.pinned().allocate(bytes));
+  KernelErrorReadback r(device, std::move(s.pending), words);
+  s.pending.clear();
+  MODELC_CU(device.driver(), cuMemcpyDtoHAsync_v2(words, dptr(s.words), bytes, stream));
+  return r;
 }
 
 }  // namespace modelc::kernels::cuda

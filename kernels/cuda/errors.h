@@ -10,11 +10,17 @@
 // that synchronizes anyway (an executor at the end of a run) can defer the checks with
 // set_deferred_error_checks(device, true) and call check_kernel_errors(device) after its
 // synchronization; the words of up to kErrorWords ops wait for it (one more op checks
-// them all first). The state lives in the device's library slot "modelc.kernel_errors".
+// them all first). An executor that keeps several runs in flight reads the words back per
+// run instead: read_back_kernel_errors queues a copy of the pending words into pinned memory
+// at the end of the run and hands the checks over; check() after the run's end throws the
+// first error, without waiting for the runs behind it. The state lives in the device's
+// library slot "modelc.kernel_errors".
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
+#include <utility>
 
 #include "runtime/cuda/library.h"
 
@@ -29,6 +35,36 @@ unsigned long long* reserve_error_word(const rt::cuda::CudaLibCall& c);
 void commit_id_check(const rt::cuda::CudaLibCall& c, const std::vector<int64_t>& ids_shape, int64_t rows);
 
 void set_deferred_error_checks(rt::cuda::CudaDevice& device, bool deferred);
+
+// One deferred check: the op, its ids' shape and the table's rows.
+struct IdCheck {
+  std::string op, where;
+  std::vector<int64_t> ids_shape;
+  int64_t rows = 0;
+};
+
+// The checks of one run and a pinned copy of their words (read_back_kernel_errors).
+class KernelErrorReadback {
+ public:
+  KernelErrorReadback() = default;
+  KernelErrorReadback(rt::cuda::CudaDevice& device, std::vector<IdCheck> checks, unsigned long long* words)
+      : device_(&device), checks_(std::move(checks)), words_(words) {}
+  ~KernelErrorReadback();
+  KernelErrorReadback(KernelErrorReadback&& o) noexcept { *this = std::move(o); }
+  KernelErrorReadback& operator=(KernelErrorReadback&& o) noexcept;
+  // Throws the first recorded error in issue order. Call once the copy is done (the stream
+  // it was queued on passed it).
+  void check() const;
+
+ private:
+  rt::cuda::CudaDevice* device_ = nullptr;
+  std::vector<IdCheck> checks_;
+  unsigned long long* words_ = nullptr;  // pinned, one per check
+};
+
+// Hands over the pending checks, with their words copied into pinned memory on `stream` (the
+// stream the run ends on, after every op); none pending: an empty readback.
+KernelErrorReadback read_back_kernel_errors(rt::cuda::CudaDevice& device, rt::cuda::CUstream stream);
 // Synchronizes the device and throws the first recorded error (in the order the ops were
 // issued), clearing every pending check either way. Does nothing when none is pending.
 void check_kernel_errors(rt::cuda::CudaDevice& device);

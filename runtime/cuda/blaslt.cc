@@ -142,7 +142,7 @@ void lt_matmul(const CudaLibCall& cc, const void* A, int ta, const void* B, int 
   MODELC_LT(cublasLtMatmulAlgoGetHeuristic(h, ds.op, ds.a, ds.b, ds.d, ds.d, ds.pref, 1, &result, &found));
   if (found == 0)
     cc.call.fail(fmt::format("cuBLASLt has no algorithm for [{}, {}] @ [{}, {}] x {}", rows, K, K, N, count));
-  void* workspace = dev.workspace(kWorkspaceBytes);
+  void* workspace = dev.workspace(kWorkspaceBytes, cc.stream);
   const float alpha = 1.0f, beta = 0.0f;
   MODELC_LT(cublasLtMatmul(h, ds.op, &alpha, B, ds.a, A, ds.b, &beta, D, ds.d, D, ds.d, &result.algo, workspace,
                            kWorkspaceBytes, cc.stream));

@@ -1,5 +1,6 @@
 // One GPU as a session uses it: the context, the caching allocators of device memory and of
-// pinned host memory, the compute stream, the Program's PTX module and the hand kernels'
+// pinned host memory, the compute streams (stream 0, and the others a schedule asks for),
+// the copy stream (uploads of the next batch), the Program's PTX module and the hand kernels'
 // module (loaded on first use), and the library handles (cuBLASLt, cuDNN) that library ops
 // create on first use. Not thread-safe: one session drives it.
 #pragma once
@@ -7,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/memory.h"
@@ -26,7 +28,12 @@ class CudaDevice {
   const Driver& driver() const { return ctx_.driver(); }
   CachingAllocator& allocator() { return *alloc_; }
   CachingAllocator& pinned() { return *pinned_; }
+  // Compute stream 0, where a run starts and ends.
   CUstream stream() const { return stream_; }
+  // Compute stream k (0: stream()), created on first use.
+  CUstream compute_stream(uint32_t k);
+  // The stream that uploads inputs from pinned memory, created on first use.
+  CUstream copy_stream();
   // The module of `ptx` (compiled for `target`), loaded once and kept while the same text is
   // asked for.
   Module& program_module(const std::string& ptx, const std::string& target);
@@ -45,22 +52,27 @@ class CudaDevice {
     void (*destroy)(void*) = nullptr;
   };
   LibraryState& library_state(const std::string& name) { return libraries_[name]; }
-  // A scratch block of at least `bytes` on the device for library workspaces, kept and grown.
-  void* workspace(size_t bytes);
+  // A scratch block of at least `bytes` on the device for the library workspaces of work on
+  // `stream`, kept and grown: one per stream, as ops on two streams may run at once.
+  void* workspace(size_t bytes, CUstream stream);
 
  private:
   Context ctx_;
   DeviceRawAllocator raw_;
   CudaEventBackend events_;
   PinnedRawAllocator pinned_raw_;
-  ImmediateEventBackend pinned_events_;
+  CudaEventBackend pinned_events_;  // a pinned block is reused once the copies from it are done
   std::unique_ptr<CachingAllocator> alloc_, pinned_;
-  CUstream stream_ = nullptr;
+  CUstream stream_ = nullptr, copy_stream_ = nullptr;
+  std::vector<CUstream> streams_;  // compute streams 1.. (index k - 1)
   std::unique_ptr<Module> program_module_, hand_kernels_;
   std::string module_text_;
   std::map<std::string, LibraryState> libraries_;
-  void* workspace_ = nullptr;
-  size_t workspace_bytes_ = 0;
+  struct Workspace {
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  std::map<CUstream, Workspace> workspaces_;
   bool tf32_ = false;
 };
 

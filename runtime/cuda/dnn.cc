@@ -148,7 +148,7 @@ void prepare(const CudaLibCall& cc, const ConvGeom& g, int type, const char* wha
   int n = 0;
   rank(k.h, k.d, perf, n);
   k.algo = pick(cc.call, perf, n, what, k.ws);
-  k.work = k.ws > 0 ? cc.device->workspace(k.ws) : nullptr;
+  k.work = k.ws > 0 ? cc.device->workspace(k.ws, cc.stream) : nullptr;
 }
 
 // A gradient's shape attribute ("input_shape", "weight_shape") must agree with its output.

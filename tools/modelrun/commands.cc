@@ -1,6 +1,7 @@
 #include "tools/modelrun/commands.h"
 
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
@@ -333,9 +334,19 @@ int run_train(const TrainOptions& o) {
     if (!o.save_initial.empty()) rt::save_checkpoint(o.save_initial, persistent_tensors(s, false), {{"model", l.program->model}});
     if (!o.checkpoint_dir.empty()) fs::create_directories(o.checkpoint_dir);
 
+    // fp16 training's dynamic loss scaling (docs/precision.md) has two more outputs.
+    auto has_output = [&](const char* name) {
+      for (const auto& out : step_fn->outputs)
+        if (out.first == name) return true;
+      return false;
+    };
+    const bool scaling = has_output("loss_scale") && has_output("skipped");
     MetricsWriter metrics;
-    if (!o.metrics.empty())
-      metrics = MetricsWriter(o.metrics, {"step", "epoch", "loss", "lr", "grad_norm", "samples_per_second", "accuracy", "examples"});
+    if (!o.metrics.empty()) {
+      std::vector<std::string> columns = {"step", "epoch", "loss", "lr", "grad_norm", "samples_per_second", "accuracy", "examples"};
+      if (scaling) columns.insert(columns.begin() + 5, {"loss_scale", "skipped"});
+      metrics = MetricsWriter(o.metrics, columns);
+    }
 
     if (!o.common.quiet) {
       fmt::print(stderr, "model {}: {} parameters in {} tensors; {} training and {} held-out examples ({})\n", l.program->model,
@@ -375,36 +386,66 @@ int run_train(const TrainOptions& o) {
         rt::save_checkpoint(ckpt_path, persistent_tensors(s, true), md);
       }
     };
-    while (s.step() < total) {
-      rt::Batch b = loader.next();
-      int64_t epoch = b.epoch, n = b.size();
-      if (!o.dump_batches.empty()) {
-        dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.features), b.features);
-        dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.labels), b.labels);
-      }
-      double lr = s.current_lr();
-      double loss = s.train_step(feed(l, b));
-      bar.step(s.step() - 1, loss, n, lr);
+    // Steps are pipelined (Session::submit_step): the next batch is loaded and submitted
+    // while the step before it runs (on CUDA its upload overlaps that step), except after a
+    // step that an evaluation or checkpoint follows, which must see exactly its parameters.
+    struct Submitted {
+      int64_t step, epoch, n;  // step: the number of steps done once it has run
+      double lr;
+      bool epoch_end, due;
+    };
+    std::deque<Submitted> in_flight;
+    int64_t skipped = 0, scaled_steps = 0;
+    double loss_scale = 0;
+    auto finish_one = [&] {
+      const Submitted f = in_flight.front();
+      in_flight.pop_front();
+      const rt::StepResult r = s.finish_step();
+      const double loss = r.loss;
+      bar.step(f.step - 1, loss, f.n, f.lr);
       epoch_loss += loss;
       ++epoch_steps;
-      metrics.write("train", {{"step", static_cast<double>(s.step())},
-                              {"epoch", static_cast<double>(epoch)},
-                              {"loss", loss},
-                              {"lr", lr},
-                              {"grad_norm", s.last_grad_norm()},
-                              {"samples_per_second", bar.samples_per_second()}});
+      std::vector<std::pair<std::string, double>> row = {{"step", static_cast<double>(f.step)},
+                                                         {"epoch", static_cast<double>(f.epoch)},
+                                                         {"loss", loss},
+                                                         {"lr", f.lr},
+                                                         {"grad_norm", r.grad_norm},
+                                                         {"samples_per_second", bar.samples_per_second()}};
+      if (scaling) {
+        loss_scale = r.outputs.at("loss_scale").f32()[0];
+        const bool skip = r.outputs.at("skipped").f32()[0] != 0;
+        skipped += skip;
+        ++scaled_steps;
+        row.emplace_back("loss_scale", loss_scale);
+        row.emplace_back("skipped", skip ? 1.0 : 0.0);
+      }
+      metrics.write("train", row);
       if (!std::isfinite(loss)) {
         bar.finish();
-        throw std::runtime_error(fmt::format("the loss is {} at step {}: training diverged (try a lower --lr)", loss, s.step()));
+        throw std::runtime_error(fmt::format("the loss is {} at step {}: training diverged (try a lower --lr)", loss, f.step));
       }
-      bool epoch_end = loader.position().batch == 0;
-      bool due = t.eval_every > 0 ? s.step() % t.eval_every == 0 : epoch_end;
-      if (due || s.step() == total) {
-        if (epoch_end && !o.common.quiet)
-          bar.line(fmt::format("epoch {} done: mean training loss {:.4f}", epoch + 1, epoch_loss / static_cast<double>(epoch_steps)));
-        if (epoch_end) epoch_loss = 0, epoch_steps = 0;
+      if (f.due || f.step == total) {
+        if (f.epoch_end && !o.common.quiet)
+          bar.line(fmt::format("epoch {} done: mean training loss {:.4f}", f.epoch + 1, epoch_loss / static_cast<double>(epoch_steps)));
+        if (f.epoch_end) epoch_loss = 0, epoch_steps = 0;
         do_eval();
       }
+    };
+    while (s.step() < total || !in_flight.empty()) {
+      if (s.step() < total && (in_flight.empty() || (in_flight.size() < 2 && !in_flight.back().due))) {
+        rt::Batch b = loader.next();
+        if (!o.dump_batches.empty()) {
+          dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.features), b.features);
+          dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.labels), b.labels);
+        }
+        Submitted f{s.step() + 1, b.epoch, b.size(), s.current_lr(), false, false};
+        s.submit_step(feed(l, b));
+        f.epoch_end = loader.position().batch == 0;
+        f.due = (t.eval_every > 0 ? f.step % t.eval_every == 0 : f.epoch_end) || f.step == total;
+        in_flight.push_back(f);
+        continue;
+      }
+      finish_one();
     }
     bar.finish();
     if (!o.dump_batches.empty()) rt::save_checkpoint(o.dump_batches, dumped, {{"model", l.program->model}});
@@ -412,6 +453,9 @@ int run_train(const TrainOptions& o) {
     fmt::print("{}: {} steps in {}, {:.0f} samples/s on {} threads\n", l.program->model, total,
                format_duration(bar.elapsed_seconds()), bar.samples_per_second(), s.threads());
     fmt::print("held-out: loss {:.4f}{} on {} examples\n", last_eval.loss, fmt_acc(last_eval.accuracy), last_eval.examples);
+    if (scaling)
+      fmt::print("fp16 loss scaling: {} of {} steps skipped (inf/NaN gradients), scale {:g} at the end\n", skipped,
+                 scaled_steps, loss_scale);
     if (ds->windowed())
       fmt::print("unigram entropy of the training targets: {:.4f} nats (the loss of a model that ignores its input)\n",
                  ds->unigram_entropy());
