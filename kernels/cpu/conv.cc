@@ -91,9 +91,10 @@ void conv2d_grad_weight(const LibCall& c) {
 }  // namespace
 
 ConvGeom conv_geometry(const LibCall& c, const TensorArg& x, const TensorArg& w, const TensorArg& y,
-                       const char* x_role, const char* w_role, const char* y_role) {
+                       const char* x_role, const char* w_role, const char* y_role, bool low_float) {
+  const ElemType type = low_float && is_low_float(x.type) ? x.type : ElemType::F32;
   for (auto [t, role] : {std::pair{&x, x_role}, {&w, w_role}, {&y, y_role}}) {
-    c.expect_type(*t, ElemType::F32, role);
+    c.expect_type(*t, type, role);
     c.expect_rank(*t, 4, role);
   }
   ConvGeom g{};

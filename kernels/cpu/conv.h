@@ -16,11 +16,12 @@ struct ConvGeom {
   int64_t sh, sw, ph, pw, dh, dw;
 };
 
-// Checks x [N,C,H,W], w [O,C/groups,KH,KW] and y [N,O,HO,WO] (all f32) against the
-// attributes stride/padding/dilation/groups; `names` says which operand is which in
+// Checks x [N,C,H,W], w [O,C/groups,KH,KW] and y [N,O,HO,WO] (all f32; with `low_float`
+// all of one type, f32, f16 or bf16: a backend that takes low precision natively) against
+// the attributes stride/padding/dilation/groups; `names` says which operand is which in
 // messages ("input", "weight", "output" or the gradients' roles).
 ConvGeom conv_geometry(const LibCall& c, const TensorArg& x, const TensorArg& w, const TensorArg& y,
-                       const char* x_role, const char* w_role, const char* y_role);
+                       const char* x_role, const char* w_role, const char* y_role, bool low_float = false);
 // The optional bias (input 2) of a forward convolution: nullptr when absent; fails unless
 // it is f32[O].
 const TensorArg* conv_bias(const LibCall& c, const ConvGeom& g);

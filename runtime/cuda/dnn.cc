@@ -3,11 +3,11 @@
 // (kernels/cpu/conv.h shares the geometry and its checks); cross-correlation, groups, stride,
 // padding and dilation from the attributes; the algorithm is cuDNN's first heuristic choice
 // whose workspace fits 256 MiB. f32 computes in f32 (CUDNN_FMA_MATH: no TF32 unless the
-// device allows it). The shared geometry check takes f32 operands only, so autocast's f16 and
-// bf16 convolutions (which the CPU widens to f32) are not yet run on CUDA; the descriptors
-// below already map those types for when they are.
-// The forward op's bias (its own or the epilogue's) is cudnnAddTensor over the channels; the
-// epilogue's activation the hand kernel of kernels/cuda/epilogue.h.
+// device allows it); autocast's f16 and bf16 convolutions (all three operands of one type)
+// run natively on tensor cores with f32 accumulation (the CPU widens them to f32 instead).
+// The forward op's bias (its own or the epilogue's) is cudnnAddTensor over the channels when
+// it has the output's type; an f32 bias on an f16/bf16 output goes with the activation
+// through the hand epilogue kernel (kernels/cuda/epilogue.h), in f32 before the one rounding.
 #include <fmt/format.h>
 
 #include "kernels/cpu/conv.h"
@@ -160,14 +160,41 @@ void check_given(const LibCall& c, const char* attr, const TensorArg& out) {
 
 constexpr float kOne = 1.0f, kZero = 0.0f;
 
+// The bias and activation of a forward convolution whose output is f16 or bf16: the shared
+// checks (kernels/cpu/conv.h, conv_epilogue) with a bias of the output's type seen as f32
+// (only its type and shape are checked); `bias` is the bias operand itself, or null.
+struct LowEpilogue {
+  const TensorArg* bias = nullptr;
+  EpilogueActivation act = EpilogueActivation::None;
+};
+LowEpilogue low_conv_epilogue(const LibCall& c, const ConvGeom& g, ElemType type) {
+  LibCall probe = c;
+  for (size_t i = 2; i < probe.inputs.size(); ++i)
+    if (probe.inputs[i].present() && probe.inputs[i].type == type) probe.inputs[i].type = ElemType::F32;
+  const kernels::ConvEpilogue e = kernels::conv_epilogue(probe, g);
+  LowEpilogue r;
+  r.act = e.act;
+  for (size_t i = 2; i < c.inputs.size() && e.bias != nullptr; ++i)
+    if (c.inputs[i].present()) r.bias = &c.inputs[i];
+  return r;
+}
+
 void conv2d_cuda(const CudaLibCall& cc) {
   const LibCall& c = cc.call;
   c.expect_arity(2, 4, 1, 1);
   const TensorArg& x = c.in(0);
   const TensorArg& w = c.in(1);
   const TensorArg& y = c.out(0);
-  const ConvGeom g = kernels::conv_geometry(c, x, w, y, "input", "weight", "output");
-  const kernels::ConvEpilogue epi = kernels::conv_epilogue(c, g);
+  const ConvGeom g = kernels::conv_geometry(c, x, w, y, "input", "weight", "output", /*low_float=*/true);
+  LowEpilogue epi;
+  if (y.type == ElemType::F32) {
+    const kernels::ConvEpilogue e = kernels::conv_epilogue(c, g);
+    epi.act = e.act;
+    for (size_t i = 2; i < c.inputs.size() && e.bias != nullptr; ++i)
+      if (c.inputs[i].present()) epi.bias = &c.inputs[i];
+  } else {
+    epi = low_conv_epilogue(c, g, y.type);
+  }
   const int type = data_type(c, x, "input");
   if (y.numel() == 0) return;
   Call k;
@@ -176,11 +203,15 @@ void conv2d_cuda(const CudaLibCall& cc) {
   });
   MODELC_DNN(cudnnConvolutionForward(k.h, &kOne, k.d.x, x.data, k.d.w, w.data, k.d.conv, k.algo, k.work, k.ws, &kZero, k.d.y,
                                      y.data));
+  if (epi.bias != nullptr && epi.bias->type != y.type) {
+    // An f32 bias on a low-precision output: added in f32 with the activation, one rounding.
+    kernels::cuda::cuda_epilogue(cc, y.data, y.type, static_cast<const float*>(epi.bias->data), epi.act, g.N, g.O, g.HO * g.WO);
+    return;
+  }
   if (epi.bias != nullptr) {
-    if (type != dnn::kDataFloat) c.fail(fmt::format("a bias on a {} convolution is not supported on CUDA", elem_name(y.type)));
     MODELC_DNN(cudnnCreateTensorDescriptor(&k.d.bias));
-    MODELC_DNN(cudnnSetTensor4dDescriptor(k.d.bias, dnn::kTensorNCHW, dnn::kDataFloat, 1, narrow(c, g.O), 1, 1));
-    MODELC_DNN(cudnnAddTensor(k.h, &kOne, k.d.bias, epi.bias, &kOne, k.d.y, y.data));
+    MODELC_DNN(cudnnSetTensor4dDescriptor(k.d.bias, dnn::kTensorNCHW, type, 1, narrow(c, g.O), 1, 1));
+    MODELC_DNN(cudnnAddTensor(k.h, &kOne, k.d.bias, epi.bias->data, &kOne, k.d.y, y.data));
   }
   if (epi.act != EpilogueActivation::None) kernels::cuda::cuda_epilogue(cc, y.data, y.type, nullptr, epi.act, y.numel(), 1);
 }
@@ -192,7 +223,7 @@ void conv2d_grad_input_cuda(const CudaLibCall& cc) {
   const TensorArg& w = c.in(1);
   const TensorArg& dx = c.out(0);
   check_given(c, "input_shape", dx);
-  const ConvGeom g = kernels::conv_geometry(c, dx, w, gy, "input gradient", "weight", "output gradient");
+  const ConvGeom g = kernels::conv_geometry(c, dx, w, gy, "input gradient", "weight", "output gradient", /*low_float=*/true);
   if (dx.numel() == 0) return;
   Call k;
   prepare(cc, g, data_type(c, gy, "output gradient"), "backward-data", k,
@@ -210,7 +241,7 @@ void conv2d_grad_weight_cuda(const CudaLibCall& cc) {
   const TensorArg& gy = c.in(1);
   const TensorArg& dw = c.out(0);
   check_given(c, "weight_shape", dw);
-  const ConvGeom g = kernels::conv_geometry(c, x, dw, gy, "input", "weight gradient", "output gradient");
+  const ConvGeom g = kernels::conv_geometry(c, x, dw, gy, "input", "weight gradient", "output gradient", /*low_float=*/true);
   if (dw.numel() == 0) return;
   Call k;
   prepare(cc, g, data_type(c, x, "input"), "backward-filter", k, [](dnn::Handle h, Descs& d, dnn::AlgoPerf* perf, int& n) {

@@ -174,34 +174,41 @@ TEST(GpuLibrary, ConvolutionsThroughCudnnMatchTheCpu) {
   };
   const std::vector<Case> cases = {{8, 1, 28, 28, 16, 3, 1, 1, 1, 1}, {4, 16, 14, 14, 32, 3, 2, 1, 1, 1},
                                    {2, 6, 9, 11, 9, 5, 1, 2, 2, 3}, {3, 4, 7, 7, 4, 1, 1, 0, 1, 4}};
-  for (const Case& k : cases) {
-    const int64_t HO = (k.H + 2 * k.pad - k.dil * (k.K - 1) - 1) / k.stride + 1;
-    const int64_t WO = (k.W + 2 * k.pad - k.dil * (k.K - 1) - 1) / k.stride + 1;
-    HostTensor x = random_tensor(ElemType::F32, {k.N, k.C, k.H, k.W});
-    HostTensor w = random_tensor(ElemType::F32, {k.O, k.C / k.groups, k.K, k.K}, 0.3f);
-    HostTensor gy = random_tensor(ElemType::F32, {k.N, k.O, HO, WO});
-    HostTensor bias = random_tensor(ElemType::F32, {k.O});
-    kernels::cuda::OpInts ints = {{"stride", {k.stride, k.stride}}, {"padding", {k.pad, k.pad}},
-                                  {"dilation", {k.dil, k.dil}}, {"groups", {k.groups}}};
-    auto compare = [&](const std::string& op, const std::vector<const HostTensor*>& in, std::vector<int64_t> out_shape,
-                       const kernels::cuda::OpInts& attrs) {
-      std::vector<HostTensor> gpu = {HostTensor(ElemType::F32, out_shape)}, cpu = gpu;
-      kernels::cuda::run_cuda_op(device(), op, in, gpu, attrs);
-      kernels::cuda::run_cpu_op(op, in, cpu, attrs);
-      double worst = 0;
-      for (int64_t i = 0; i < cpu[0].numel(); ++i)
-        worst = std::max(worst, std::abs(static_cast<double>(gpu[0].f32()[i]) - cpu[0].f32()[i]) /
-                                    std::max(1.0, std::abs(static_cast<double>(cpu[0].f32()[i]))));
-      EXPECT_LE(worst, 1e-4) << op << " N" << k.N << " C" << k.C << " O" << k.O << " K" << k.K << " stride " << k.stride
-                             << " groups " << k.groups;
-    };
-    compare("conv2d", {&x, &w}, {k.N, k.O, HO, WO}, ints);
-    kernels::cuda::OpInts relu = ints;
-    relu["epilogue"] = {1, 1};  // epilogue bias + relu: cudnnAddTensor and the hand kernel
-    compare("conv2d", {&x, &w, nullptr, &bias}, {k.N, k.O, HO, WO}, relu);
-    compare("conv2d_grad_input", {&gy, &w}, {k.N, k.C, k.H, k.W}, ints);
-    compare("conv2d_grad_weight", {&x, &gy}, {k.O, k.C / k.groups, k.K, k.K}, ints);
-  }
+  // f32: summation order only. f16/bf16 (tensor cores, f32 accumulation; the CPU widens the
+  // same rounded operands): both results are rounded to the type, so they may differ by an
+  // ulp of it (2^-10, 2^-7 relative) plus the summation order.
+  for (ElemType t : {ElemType::F32, ElemType::F16, ElemType::BF16})
+    for (const Case& k : cases) {
+      const double tol = t == ElemType::F32 ? 1e-4 : t == ElemType::F16 ? 4e-3 : 2.5e-2;
+      const int64_t HO = (k.H + 2 * k.pad - k.dil * (k.K - 1) - 1) / k.stride + 1;
+      const int64_t WO = (k.W + 2 * k.pad - k.dil * (k.K - 1) - 1) / k.stride + 1;
+      HostTensor x = random_tensor(t, {k.N, k.C, k.H, k.W});
+      HostTensor w = random_tensor(t, {k.O, k.C / k.groups, k.K, k.K}, 0.3f);
+      HostTensor gy = random_tensor(t, {k.N, k.O, HO, WO});
+      HostTensor bias = random_tensor(ElemType::F32, {k.O});
+      HostTensor own_bias = random_tensor(t, {k.O});
+      kernels::cuda::OpInts ints = {{"stride", {k.stride, k.stride}}, {"padding", {k.pad, k.pad}},
+                                    {"dilation", {k.dil, k.dil}}, {"groups", {k.groups}}};
+      auto compare = [&](const std::string& op, const std::vector<const HostTensor*>& in, std::vector<int64_t> out_shape,
+                         const kernels::cuda::OpInts& attrs, const char* what) {
+        std::vector<HostTensor> gpu = {HostTensor(t, out_shape)}, cpu = gpu;
+        kernels::cuda::run_cuda_op(device(), op, in, gpu, attrs);
+        kernels::cuda::run_cpu_op(op, in, cpu, attrs);
+        double worst = 0;
+        for (int64_t i = 0; i < cpu[0].numel(); ++i)
+          worst = std::max(worst, std::abs(static_cast<double>(value(gpu[0], i)) - value(cpu[0], i)) /
+                                      std::max(1.0, std::abs(static_cast<double>(value(cpu[0], i)))));
+        EXPECT_LE(worst, tol) << op << " " << what << " " << rt::elem_name(t) << " N" << k.N << " C" << k.C << " O" << k.O
+                              << " K" << k.K << " stride " << k.stride << " groups " << k.groups;
+      };
+      compare("conv2d", {&x, &w}, {k.N, k.O, HO, WO}, ints, "");
+      kernels::cuda::OpInts relu = ints;
+      relu["epilogue"] = {1, 1};  // an f32 epilogue bias + relu: cudnnAddTensor (f32) or the hand kernel
+      compare("conv2d", {&x, &w, nullptr, &bias}, {k.N, k.O, HO, WO}, relu, "f32 bias + relu");
+      compare("conv2d", {&x, &w, &own_bias}, {k.N, k.O, HO, WO}, ints, "own bias");  // cudnnAddTensor in the type
+      compare("conv2d_grad_input", {&gy, &w}, {k.N, k.C, k.H, k.W}, ints, "");
+      compare("conv2d_grad_weight", {&x, &gy}, {k.O, k.C / k.groups, k.K, k.K}, ints, "");
+    }
 }
 
 // The prepared plans: $MODELC_GPU_BUNDLE/plans/NAME.plan with NAME.batches.safetensors (the

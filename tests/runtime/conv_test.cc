@@ -4,6 +4,7 @@
 // of |terms| of an element, plus 1e-6.
 #include <fmt/format.h>
 
+#include "kernels/cpu/conv.h"
 #include "tests/runtime/rt_harness.h"
 
 namespace modelc::rt::test {
@@ -166,6 +167,29 @@ TEST(Conv2d, TableDispatchAndBackendSwitch) {
   run_op("conv2d", {&x, &w}, {&y2}, c.attrs());
   kernels::set_conv_backend(before);
   expect_backends_agree(y2, y1, {&x, &w}, c.attrs(), describe(c));
+}
+
+// The geometry check for backends that take f16/bf16 natively (cuDNN): one float type for
+// all three operands; the CPU kernels (low_float off) take f32 only.
+TEST(Conv2d, LowFloatGeometryTakesOneTypeForAllOperands) {
+  std::vector<uint16_t> xs(1 * 4 * 5 * 5), ws(6 * 2 * 3 * 3), ys(1 * 6 * 3 * 3);
+  std::vector<float> wf(ws.size());
+  const Ints g2{{"groups", {2}}};
+  for (ElemType t : {ElemType::F16, ElemType::BF16}) {
+    kernels::LibCall c;
+    c.op = "conv2d";
+    c.where = "m.model:2:3";
+    c.ints = &g2;
+    const kernels::TensorArg x{xs.data(), t, {1, 4, 5, 5}}, w{ws.data(), t, {6, 2, 3, 3}}, y{ys.data(), t, {1, 6, 3, 3}};
+    const kernels::ConvGeom g = kernels::conv_geometry(c, x, w, y, "input", "weight", "output", /*low_float=*/true);
+    EXPECT_EQ(g.HO, 3);
+    EXPECT_EQ(g.Og, 3);
+    const kernels::TensorArg w32{wf.data(), ElemType::F32, {6, 2, 3, 3}};
+    expect_error([&] { kernels::conv_geometry(c, x, w32, y, "input", "weight", "output", true); },
+                 {"conv2d at m.model:2:3", fmt::format("weight must be {}, got f32[6,2,3,3]", rt::elem_name(t))});
+    expect_error([&] { kernels::conv_geometry(c, x, w, y, "input", "weight", "output"); },
+                 {fmt::format("input must be f32, got {}[1,4,5,5]", rt::elem_name(t))});
+  }
 }
 
 TEST(Conv2d, Errors) {
