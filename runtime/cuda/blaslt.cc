@@ -63,11 +63,7 @@ const BlasLt& blaslt() {
 void check(lt::Status s, const char* call, const char* file, int line) {
   if (s == lt::kSuccess) return;
   const lt::Api& api = blaslt().api;
-  std::string_view entry(call);
-  entry = entry.substr(0, entry.find('('));
-  throw CudaError(fmt::format("{}:{}: {} failed: {} ({})", file, line, entry, api.cublasLtGetStatusName(s),
-                              api.cublasLtGetStatusString(s)),
-                  s);
+  call_failed(call, file, line, fmt::format("{} ({})", api.cublasLtGetStatusName(s), api.cublasLtGetStatusString(s)), s);
 }
 #define MODELC_LT(call) check(blaslt().api.call, #call, __FILE__, __LINE__)
 

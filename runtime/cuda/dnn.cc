@@ -53,9 +53,7 @@ const Dnn& cudnn() {
 
 void check(dnn::Status s, const char* call, const char* file, int line) {
   if (s == dnn::kSuccess) return;
-  std::string_view entry(call);
-  entry = entry.substr(0, entry.find('('));
-  throw CudaError(fmt::format("{}:{}: {} failed: {}", file, line, entry, cudnn().api.cudnnGetErrorString(s)), s);
+  call_failed(call, file, line, cudnn().api.cudnnGetErrorString(s), s);
 }
 #define MODELC_DNN(call) check(cudnn().api.call, #call, __FILE__, __LINE__)
 

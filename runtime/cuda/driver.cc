@@ -68,13 +68,16 @@ std::string Driver::error_string(CUresult r) const {
   return "";
 }
 
-void Driver::check(CUresult r, const char* call, const char* file, int line) const {
-  if (r == CUDA_SUCCESS) return;
+void call_failed(const char* call, const char* file, int line, const std::string& status, int code) {
   std::string_view entry(call);
   entry = entry.substr(0, entry.find('('));
-  std::string desc = error_string(r);
-  throw CudaError(fmt::format("{}:{}: {} failed: {}{}", file, line, entry, error_name(r), desc.empty() ? "" : " (" + desc + ")"),
-                  r);
+  throw CudaError(fmt::format("{}:{}: {} failed: {}", file, line, entry, status), code);
+}
+
+void Driver::check(CUresult r, const char* call, const char* file, int line) const {
+  if (r == CUDA_SUCCESS) return;
+  const std::string desc = error_string(r);
+  call_failed(call, file, line, desc.empty() ? error_name(r) : error_name(r) + " (" + desc + ")", r);
 }
 
 }  // namespace modelc::rt::cuda

@@ -26,6 +26,11 @@ class CudaError : public RuntimeError {
   CUresult code_;
 };
 
+// The error of a failed call to a GPU library (the driver, cuBLASLt, cuDNN): CudaError
+// "FILE:LINE: ENTRY failed: STATUS", where ENTRY is `call`'s text up to its '(' and STATUS
+// the library's name (and description) of the status `code`.
+[[noreturn]] void call_failed(const char* call, const char* file, int line, const std::string& status, int code);
+
 class Driver {
  public:
   // The process's driver, loaded and initialised (cuInit) on first use. Never throws: when
