@@ -263,6 +263,15 @@ void CudaExecutor::enqueue_instr(size_t i, const std::vector<uint8_t*>& ptr, uin
     for (uint32_t e : stream_events_.records[i]) MODELC_CU(drv, cuEventRecord(cu_events_[e], stream));
 }
 
+// Rethrows an error of a run with the function's name in front (once).
+void CudaExecutor::name_error(const RuntimeError& e) const {
+  if (const auto* cuda = dynamic_cast<const CudaError*>(&e))
+    throw CudaError(fmt::format("function '{}': {}", fn_.name, cuda->what()), cuda->code());
+  const std::string msg = e.what();
+  if (msg.rfind("function '", 0) == 0) throw;
+  layout_.fail(msg);
+}
+
 std::map<std::string, HostTensor> CudaExecutor::run(std::span<const HostTensor* const> feeds,
                                                     const std::map<std::string, int64_t>& symbols) {
   return finish(launch(feeds, symbols));
@@ -392,12 +401,8 @@ std::unique_ptr<CudaRun> CudaExecutor::launch(std::span<const HostTensor* const>
     r.done = take_event();
     MODELC_CU(drv, cuEventRecord(r.done, s0));
     return run;
-  } catch (const CudaError& e) {
-    throw CudaError(fmt::format("function '{}': {}", fn_.name, e.what()), e.code());
   } catch (const RuntimeError& e) {
-    const std::string msg = e.what();
-    if (msg.rfind("function '", 0) == 0) throw;
-    layout_.fail(msg);
+    name_error(e);
   }
 }
 
@@ -417,12 +422,8 @@ std::map<std::string, HostTensor> CudaExecutor::finish(std::unique_ptr<CudaRun> 
     if (profile_pending_) harvest_profile();
     r.errors.check();
     return out;
-  } catch (const CudaError& e) {
-    throw CudaError(fmt::format("function '{}': {}", fn_.name, e.what()), e.code());
   } catch (const RuntimeError& e) {
-    const std::string msg = e.what();
-    if (msg.rfind("function '", 0) == 0) throw;
-    layout_.fail(msg);
+    name_error(e);
   }
 }
 

@@ -114,6 +114,7 @@ class CudaExecutor {
   friend class CudaRun;
   void prepare_tables();
   void end_run(CudaRun::State& r);
+  [[noreturn]] void name_error(const RuntimeError& e) const;
   void lay_out_streams();
   void enqueue_instr(size_t i, const std::vector<uint8_t*>& ptr, uint8_t* tables, Module* module);
   void harvest_profile();
