@@ -76,6 +76,13 @@ void k_sum2(void* const* b, const int64_t*, int64_t lo, int64_t hi) {
     static_cast<float*>(b[2])[0] = static_cast<const float*>(b[0])[0] + 2.0f * static_cast<const float*>(b[1])[0];
 }
 
+// PTX with an empty entry per kernel: the fake driver runs each kernel's host twin instead.
+void add_stub_ptx(rt::Program& p) {
+  p.ptx_target = "sm_80";
+  for (const rt::KernelDesc& k : p.kernels)
+    p.ptx += ".visible .entry " + k.name + "(.param .u64 b, .param .u64 s, .param .u64 lo, .param .u64 hi) { ret; }\n";
+}
+
 // The toy step on two streams: w's half on stream 0, v's on stream 1, which records event 0
 // for stream 0's sum of the two losses. The temporaries share arena bytes across the
 // streams (the layout adds waits for that, runtime/streams.h).
@@ -120,9 +127,7 @@ std::shared_ptr<rt::Program> two_stream_program() {
   f.updates.push_back({v_new, v});
   f.updates.push_back({m, m});
   pb.p.model = "toy2";
-  pb.p.ptx_target = "sm_80";
-  for (const rt::KernelDesc& k : pb.p.kernels)
-    pb.p.ptx += ".visible .entry " + k.name + "(.param .u64 b, .param .u64 s, .param .u64 lo, .param .u64 hi) { ret; }\n";
+  add_stub_ptx(pb.p);
   return std::make_shared<rt::Program>(std::move(pb.p));
 }
 
@@ -149,11 +154,7 @@ std::shared_ptr<rt::Program> toy_program(bool with_ptx) {
   pb.p.model = "toy";
   pb.p.kernels[0].gpu_block = 64;
   pb.p.kernels[1].gpu_mapping = rt::GpuMapping::Block;
-  if (with_ptx) {
-    pb.p.ptx_target = "sm_80";
-    for (const rt::KernelDesc& k : pb.p.kernels)
-      pb.p.ptx += ".visible .entry " + k.name + "(.param .u64 b, .param .u64 s, .param .u64 lo, .param .u64 hi) { ret; }\n";
-  }
+  if (with_ptx) add_stub_ptx(pb.p);
   return std::make_shared<rt::Program>(std::move(pb.p));
 }
 
