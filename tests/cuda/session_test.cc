@@ -77,7 +77,7 @@ void k_sum2(void* const* b, const int64_t*, int64_t lo, int64_t hi) {
 }
 
 // PTX with an empty entry per kernel: the fake driver runs each kernel's host twin instead.
-void add_stub_ptx(rt::Program& p) {
+void add_empty_entries_ptx(rt::Program& p) {
   p.ptx_target = "sm_80";
   for (const rt::KernelDesc& k : p.kernels)
     p.ptx += ".visible .entry " + k.name + "(.param .u64 b, .param .u64 s, .param .u64 lo, .param .u64 hi) { ret; }\n";
@@ -127,7 +127,7 @@ std::shared_ptr<rt::Program> two_stream_program() {
   f.updates.push_back({v_new, v});
   f.updates.push_back({m, m});
   pb.p.model = "toy2";
-  add_stub_ptx(pb.p);
+  add_empty_entries_ptx(pb.p);
   return std::make_shared<rt::Program>(std::move(pb.p));
 }
 
@@ -154,7 +154,7 @@ std::shared_ptr<rt::Program> toy_program(bool with_ptx) {
   pb.p.model = "toy";
   pb.p.kernels[0].gpu_block = 64;
   pb.p.kernels[1].gpu_mapping = rt::GpuMapping::Block;
-  if (with_ptx) add_stub_ptx(pb.p);
+  if (with_ptx) add_empty_entries_ptx(pb.p);
   return std::make_shared<rt::Program>(std::move(pb.p));
 }
 
