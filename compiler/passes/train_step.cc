@@ -133,8 +133,10 @@ class StepBuilder {
   Value decay_, step_size_, bias2_sqrt_;
   // fp16's dynamic loss scaling (train_step.h): the scale and its inverse (f32 scalars),
   // and `clean` (bool: every gradient finite), which selects each update.
+  // Adam's step count leaves skipped steps out (as PyTorch's, whose optimizer.step() is not
+  // called on them): `loss_scaler.skipped_steps` counts them, and t = $t - skipped.
   bool scaling_ = false;
-  Value log2_scale_, good_steps_, scale_, inv_scale_, clean_;
+  Value log2_scale_, good_steps_, skipped_steps_, scale_, inv_scale_, clean_;
 
   Value emit(OpKind op, std::vector<Value> inputs, Attrs attrs = {}) {
     InferFailure f;
@@ -308,6 +310,10 @@ class StepBuilder {
     const DType f = DType::F32;
     log2_scale_ = scalar_state("loss_scaler.log2_scale");
     good_steps_ = scalar_state("loss_scaler.good_steps");
+    if (args_.kind != "sgd") {
+      skipped_steps_ = scalar_state("loss_scaler.skipped_steps");
+      t_ = sub(t_, skipped_steps_);
+    }
     scale_ = mul(constant(o_.loss_scale, f), emit(OpKind::Pow, {constant(2.0, f), log2_scale_}));
     inv_scale_ = div(constant(1.0, f), scale_);
   }
@@ -324,6 +330,8 @@ class StepBuilder {
     Value n = emit(OpKind::Where, {clean_, emit(OpKind::Where, {grow, zero, counted}), zero});
     g_.updates.push_back({log2_scale_.node, s});
     g_.updates.push_back({good_steps_.node, n});
+    if (skipped_steps_.valid())
+      g_.updates.push_back({skipped_steps_.node, emit(OpKind::Where, {clean_, skipped_steps_, add(skipped_steps_, one)})});
     g_.outputs.push_back({"loss_scale", scale_, {}});
     g_.outputs.push_back({"skipped", emit(OpKind::Where, {clean_, zero, one}), {}});
   }

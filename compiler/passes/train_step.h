@@ -28,7 +28,7 @@
 // through autocast (compiler/passes/autocast.h) before it is copied, so the backward runs
 // in the same types and the params, their gradients and the optimizer stay f32. fp16 adds
 // dynamic loss scaling inside the graph, as torch.cuda.amp.GradScaler does it:
-//   - two more f32 scalar states: `loss_scaler.log2_scale` (s) and `loss_scaler.good_steps`
+//   - f32 scalar states `loss_scaler.log2_scale` (s) and `loss_scaler.good_steps`
 //     (n), zero-initialised like all state; the scale is loss_scale * 2^s;
 //   - the gradients are those of loss * scale, multiplied by 1 / scale (exact: a power of
 //     two); `grad_norm` is their norm, and the step is clean when it is finite (any inf or
@@ -38,11 +38,13 @@
 //     optimizer state bit-identical (each update is where(clean, new, old)), s -= 1 (the
 //     scale halves) and n = 0;
 //   - outputs `loss_scale` (the scale this step used) and `skipped` (1 when the step was
-//     skipped, else 0), both f32 scalars.
-// The step counter `$t` (fed by the runtime, which needs no code for any of this) counts
-// skipped steps too: Adam's bias correction sees them, where PyTorch's skipped
-// optimizer.step() does not count; and the learning-rate schedule advances over them, as
-// PyTorch's scheduler.step() does when called every iteration.
+//     skipped, else 0), both f32 scalars;
+//   - with Adam or AdamW, a third state `loss_scaler.skipped_steps` counts the skipped
+//     steps, and the bias correction uses t = $t - skipped_steps: the steps applied so
+//     far, as PyTorch's Adam counts them (its optimizer.step() is not called on a skip).
+// The runtime needs no code for any of this. It feeds `$t` = step + 1, so the learning-rate
+// schedule advances over skipped steps, as PyTorch's scheduler.step() does when called
+// every iteration.
 #pragma once
 
 #include "compiler/frontend/train_config.h"

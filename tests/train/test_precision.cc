@@ -41,7 +41,7 @@ TEST(Precision, Fp16LossScalingSkipsOverflowHalvesAndGrows) {
   // Small inputs: the weight gradient x^T dz is below the largest gradient dz, so the only
   // overflow is dz's cast to f16, which the interpreter rounds exactly as the kernels do.
   for (double& v : batch.at("x").data) v = round_to_dtype(v / 16, DType::F32);
-  Hyper h{.optimizer = "adamw", .lr = 0.0625};
+  Hyper h{.optimizer = "adamw", .lr = 0.0625, .weight_decay = 0.125};
   TrainStepOptions o = h.options();
   o.precision = "fp16";
   o.loss_scale = 0x1p30;
@@ -92,7 +92,25 @@ TEST(Precision, Fp16LossScalingSkipsOverflowHalvesAndGrows) {
         good = 0;
       }
       EXPECT_NE(r.updates.at("w").data, params.at("w").data) << "a clean step updates";
+      // AdamW's update recomputed from the new moments, with the bias correction of the
+      // applied steps (t - skips), as PyTorch's Adam counts them: after the first skips
+      // the two counts differ, and 1 - beta1^t by a factor of 2 or more.
+      const double applied = static_cast<double>(t - skips);
+      const double bc1 = 1 - std::pow(h.beta1, applied), bc2 = 1 - std::pow(h.beta2, applied);
+      for (const std::string name : {"w", "b"}) {
+        const RefTensor &avg = r.updates.at(name + ".exp_avg"), &avg_sq = r.updates.at(name + ".exp_avg_sq");
+        const RefTensor& old = params.at(name);
+        const RefTensor& got = r.updates.at(name);
+        for (int64_t i = 0; i < got.numel(); ++i) {
+          const double delta = (h.lr / bc1) * avg[i] / (std::sqrt(avg_sq[i]) / std::sqrt(bc2) + h.eps);
+          const double want = old[i] * (1 - h.lr * h.weight_decay) - delta;
+          ASSERT_NEAR(got[i], want, 1e-5 * std::abs(delta) + 1e-6) << "step " << t << " " << name << "[" << i << "], "
+                                                                   << skips << " skipped before";
+        }
+      }
     }
+    EXPECT_EQ(r.updates.at("loss_scaler.skipped_steps")[0], skips) << "step " << t;
+    EXPECT_EQ(ref(s.state("loss_scaler.skipped_steps"))[0], skips) << "runtime, step " << t;
     EXPECT_EQ(r.updates.at("loss_scaler.log2_scale")[0], log2_scale) << "step " << t;
     EXPECT_EQ(r.updates.at("loss_scaler.good_steps")[0], good) << "step " << t;
     EXPECT_EQ(ref(s.state("loss_scaler.log2_scale"))[0], log2_scale) << "runtime, step " << t;
