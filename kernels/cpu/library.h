@@ -83,6 +83,19 @@ inline bool is_low_float(ElemType t) { return t == ElemType::F16 || t == ElemTyp
 // (docs/precision.md). Costs one pass over each operand and a temporary of its f32 size.
 bool run_widened(const LibCall& c, LibraryFn f32_op);
 
+// bf16 matmuls on the CPU (docs/precision.md). Where the CPU has bf16 instructions
+// (AVX512-BF16 or AMX: oneDNN's effective ISA avx512_core_bf16 or above) and oneDNN is built
+// in, a bf16 linear layer (x @ w, w 2-D; f32 or bf16 output; its epilogue) runs on oneDNN's
+// bf16 GEMM, accumulating in f32: no f32 copies of the operands. Everything else with f16 or
+// bf16 operands is widened (run_widened). The mode, process-wide, for tests and benchmarks:
+// Auto (the default) takes the native path where it is available, Widened never, Native
+// always where the call qualifies; set_low_float_matmul(Native) on a CPU or a build without
+// it throws RuntimeError saying why.
+enum class LowFloatMatmul : uint8_t { Auto, Widened, Native };
+bool native_bf16_available();
+LowFloatMatmul low_float_matmul();
+void set_low_float_matmul(LowFloatMatmul mode);
+
 // The calling thread's OpenMP team size for oneDNN (no-op without oneDNN's libgomp).
 void set_onednn_threads(int threads);
 

@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
@@ -54,9 +55,11 @@ using rt::shape_str;
 // rows split over the pool and oneDNN single-threaded in each piece (as the convolutions,
 // kernels/cpu/conv_onednn.cc). The bias and relu, tanh or logistic are the primitive's
 // bias and eltwise post-op; gelu (whose oneDNN forms differ from the compiler's by ~1e-4
-// relative near x = -4) is applied to each piece right after it.
-void onednn_matmul(const LibCall& c, const float* x, const float* y, float* z, int64_t rows, int64_t N, int64_t K,
-                   const Epilogue& epi) {
+// relative near x = -4) is applied to each piece right after it, which needs an f32 z.
+// x and y are f32, or bf16 for the native bf16 path (f32 accumulation inside oneDNN);
+// z f32 or bf16; the bias f32.
+void onednn_matmul(const LibCall& c, const void* x, const void* y, void* z, dnnl::memory::data_type in,
+                   dnnl::memory::data_type out, int64_t rows, int64_t N, int64_t K, const Epilogue& epi) {
   using dnnl::memory;
   using tag = memory::format_tag;
   using dt = memory::data_type;
@@ -65,7 +68,10 @@ void onednn_matmul(const LibCall& c, const float* x, const float* y, float* z, i
   if (epi.act == EpilogueActivation::Relu) post = dnnl::algorithm::eltwise_relu;
   if (epi.act == EpilogueActivation::Tanh) post = dnnl::algorithm::eltwise_tanh;
   if (epi.act == EpilogueActivation::Sigmoid) post = dnnl::algorithm::eltwise_logistic;
-  const memory::desc wmd({K, N}, dt::f32, tag::ab), bmd({1, N}, dt::f32, tag::ab);
+  const int64_t in_size = in == dt::f32 ? 4 : 2, out_size = out == dt::f32 ? 4 : 2;
+  const auto* xb = static_cast<const char*>(x);
+  auto* zb = static_cast<char*>(z);
+  const memory::desc wmd({K, N}, in, tag::ab), bmd({1, N}, dt::f32, tag::ab);
   const int64_t pieces = c.pool->chunks_for(rows, 16);
   c.pool->parallel_for(pieces, 1, [&](int64_t p0, int64_t p1) {
     set_onednn_threads(1);
@@ -73,7 +79,7 @@ void onednn_matmul(const LibCall& c, const float* x, const float* y, float* z, i
       const int64_t r0 = p * rows / pieces, r1 = (p + 1) * rows / pieces;
       if (r0 == r1) continue;
       try {
-        const memory::desc xmd({r1 - r0, K}, dt::f32, tag::ab), zmd({r1 - r0, N}, dt::f32, tag::ab);
+        const memory::desc xmd({r1 - r0, K}, in, tag::ab), zmd({r1 - r0, N}, out, tag::ab);
         dnnl::primitive_attr attr;
         if (post) {
           dnnl::post_ops po;
@@ -83,16 +89,17 @@ void onednn_matmul(const LibCall& c, const float* x, const float* y, float* z, i
         auto desc = epi.bias ? dnnl::matmul::desc(xmd, wmd, bmd, zmd) : dnnl::matmul::desc(xmd, wmd, zmd);
         dnnl::matmul::primitive_desc pd(desc, attr, engine);
         dnnl::stream st(engine);
-        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(xmd, engine, const_cast<float*>(x + r0 * K))},
-                                             {DNNL_ARG_WEIGHTS, memory(wmd, engine, const_cast<float*>(y))},
-                                             {DNNL_ARG_DST, memory(zmd, engine, z + r0 * N)}};
+        std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(xmd, engine, const_cast<char*>(xb + r0 * K * in_size))},
+                                             {DNNL_ARG_WEIGHTS, memory(wmd, engine, const_cast<void*>(y))},
+                                             {DNNL_ARG_DST, memory(zmd, engine, zb + r0 * N * out_size)}};
         if (epi.bias) args.emplace(DNNL_ARG_BIAS, memory(bmd, engine, const_cast<float*>(epi.bias)));
         dnnl::matmul(pd).execute(st, args);
         st.wait();
       } catch (const dnnl::error& e) {
         c.fail(fmt::format("oneDNN failed: {} (status {})", e.what(), static_cast<int>(e.status)));
       }
-      if (!post) apply_activation(epi.act, z + r0 * N, (r1 - r0) * N);
+      if (!post && epi.act != EpilogueActivation::None)
+        apply_activation(epi.act, reinterpret_cast<float*>(zb + r0 * N * out_size), (r1 - r0) * N);
     }
   });
 }
@@ -145,7 +152,8 @@ void matmul_impl(const LibCall& c, bool allow_onednn) {
 #ifdef MODELC_HAVE_DNNL
     // A linear layer with an epilogue (the choice is measured: see the top of this file).
     if (allow_onednn && blockwise && 2 * nbatch * M * N * K >= (1 << 20))
-      return onednn_matmul(c, pa, pb, po, nbatch * M, N, K, epi);
+      return onednn_matmul(c, pa, pb, po, dnnl::memory::data_type::f32, dnnl::memory::data_type::f32, nbatch * M, N,
+                           K, epi);
 #else
     (void)allow_onednn;
 #endif
@@ -175,14 +183,76 @@ void matmul_impl(const LibCall& c, bool allow_onednn) {
   if (!blockwise) epilogue_all();
 }
 
+std::atomic<LowFloatMatmul>& low_float_slot() {
+  static std::atomic<LowFloatMatmul> mode{LowFloatMatmul::Auto};
+  return mode;
+}
+
+// bf16 @ bf16 through oneDNN's bf16 GEMM, for a linear layer (x @ w, w 2-D) with an f32 or
+// bf16 output and any epilogue but gelu on a bf16 output (gelu is ours, applied in f32).
+// Returns false, doing nothing, for any other call and when the mode says widen.
+bool native_bf16_matmul(const LibCall& c) {
+#ifdef MODELC_HAVE_DNNL
+  const LowFloatMatmul mode = low_float_slot().load();
+  if (mode == LowFloatMatmul::Widened || (mode == LowFloatMatmul::Auto && !native_bf16_available())) return false;
+  if (c.inputs.size() < 2 || c.outputs.size() != 1 || !c.inputs[0].present() || !c.inputs[1].present()) return false;
+  const TensorArg &a = c.inputs[0], &b = c.inputs[1], &out = c.outputs[0];
+  if (a.type != ElemType::BF16 || b.type != ElemType::BF16 || (out.type != ElemType::BF16 && out.type != ElemType::F32))
+    return false;
+  c.expect_arity(2, c.ints && c.ints->count("epilogue") ? 3 : 2, 1, 1);
+  if (c.inputs.size() > 2 && c.inputs[2].present() && c.inputs[2].type != ElemType::F32) return false;  // a bf16 bias
+  const MatmulShape shape = analyze_matmul(c);
+  if (!shape.a_folds || shape.vec_a || shape.vec_b) return false;
+  const Epilogue epi = read_epilogue(c, 2, shape.channels, "output column");
+  const bool gelu = epi.act == EpilogueActivation::GeluErf || epi.act == EpilogueActivation::GeluTanh;
+  if (gelu && out.type != ElemType::F32) return false;
+  const int64_t rows = shape.nbatch * shape.M;
+  if (rows == 0 || shape.N == 0 || shape.K == 0) return false;  // nothing to multiply: the widened path's zeros
+  using dt = dnnl::memory::data_type;
+  onednn_matmul(c, a.data, b.data, out.data, dt::bf16, out.type == ElemType::F32 ? dt::f32 : dt::bf16, rows, shape.N,
+                shape.K, epi);
+  return true;
+#else
+  (void)c;
+  return false;
+#endif
+}
+
 }  // namespace
+
+bool native_bf16_available() {
+#ifdef MODELC_HAVE_DNNL
+  // oneDNN 2.6 runs bf16 GEMMs natively from avx512_core_bf16 up (AMX included; the ISA
+  // values are bit sets). Below, it has no bf16 matmul at all, or emulates it.
+  static const bool yes = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+LowFloatMatmul low_float_matmul() { return low_float_slot().load(); }
+
+void set_low_float_matmul(LowFloatMatmul mode) {
+  if (mode == LowFloatMatmul::Native && !native_bf16_available())
+    throw rt::RuntimeError(onednn_available()
+                               ? "native bf16 matmul is not available: this CPU has no bf16 instructions "
+                                 "(AVX512-BF16 or AMX), so bf16 matmuls are widened to f32"
+                               : "native bf16 matmul is not available: the runtime was built without oneDNN");
+  low_float_slot().store(mode);
+}
 
 void matmul_blas(const LibCall& c) {
   if (!run_widened(c, matmul_blas)) matmul_impl(c, false);
 }
-// f16 / bf16 operands (autocast, docs/precision.md): widened to f32, one f32 product, the
-// result rounded to the output's type (run_widened).
+// f16 / bf16 operands (autocast, docs/precision.md): a bf16 linear layer natively where the
+// CPU has bf16 instructions (native_bf16_matmul); otherwise widened to f32, one f32 product,
+// the result rounded to the output's type (run_widened).
 void matmul_onednn(const LibCall& c) {
+  if (native_bf16_matmul(c)) return;
   if (!run_widened(c, matmul_onednn)) matmul_impl(c, true);
 }
 

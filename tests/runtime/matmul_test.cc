@@ -167,4 +167,92 @@ TEST(Matmul, Errors) {
   expect_error([&] { run_op("matmul", {&a}, {&out}); }, {"expects 2 inputs"});
 }
 
+// bf16 linear layers through oneDNN's native bf16 GEMM (kernels/cpu/library.h,
+// LowFloatMatmul) against the widened path, which tests/codegen/test_library_lowp.cc checks
+// against double. Both accumulate in f32 and round once; they sum in other orders, so:
+// one bf16 ulp of the result (2^-8 relative) + 1e-5 of the sum of |a b| + 1e-6.
+namespace {
+
+HostTensor random_bf16(std::vector<int64_t> shape, float r) {
+  HostTensor t(ElemType::BF16, std::move(shape));
+  std::uniform_real_distribution<float> d(-r, r);
+  auto* p = reinterpret_cast<uint16_t*>(t.bytes.data());
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = kernels::f32_to_low(d(rng()), ElemType::BF16);
+  return t;
+}
+
+double element(const HostTensor& t, int64_t i) {
+  if (t.type == ElemType::F32) return t.f32()[i];
+  return kernels::low_to_f32(reinterpret_cast<const uint16_t*>(t.bytes.data())[i], t.type);
+}
+
+// Restores the process-wide mode when a test ends, whichever way.
+struct LowFloatMode {
+  explicit LowFloatMode(kernels::LowFloatMatmul m) { kernels::set_low_float_matmul(m); }
+  ~LowFloatMode() { kernels::set_low_float_matmul(kernels::LowFloatMatmul::Auto); }
+};
+
+// Runs matmul on `ins` into a fresh output of `type` once per mode and returns both.
+std::pair<HostTensor, HostTensor> widened_and(kernels::LowFloatMatmul mode, std::vector<HostTensor*> ins,
+                                              std::vector<int64_t> shape, ElemType type, const Ints& ints = {}) {
+  HostTensor w(type, shape), n(type, shape);
+  {
+    LowFloatMode m(kernels::LowFloatMatmul::Widened);
+    run_op("matmul", ins, {&w}, ints);
+  }
+  {
+    LowFloatMode m(mode);
+    run_op("matmul", ins, {&n}, ints);
+  }
+  return {std::move(w), std::move(n)};
+}
+
+}  // namespace
+
+TEST(Matmul, NativeBf16MatchesWidened) {
+  if (!kernels::native_bf16_available())
+    GTEST_SKIP() << "this CPU has no bf16 instructions (AVX512-BF16 or AMX), or the runtime has no oneDNN: "
+                    "bf16 matmuls are widened here (ForcingNativeBf16WhereItIsMissingIsAnError runs instead)";
+  using Act = EpilogueActivation;
+  const std::pair<bool, Act> epilogues[] = {{false, Act::None}, {true, Act::None}, {true, Act::Relu},
+                                            {false, Act::Sigmoid}, {true, Act::Tanh}, {true, Act::GeluErf}};
+  for (ElemType out : {ElemType::BF16, ElemType::F32}) {
+    for (const auto& [bias, act] : epilogues) {
+      if (act == Act::GeluErf && out != ElemType::F32) continue;  // widened by design
+      const int64_t B = rnd(1, 3), M = rnd(1, 70), K = rnd(1, 300), N = rnd(1, 50);
+      const float r = 2.0f / std::sqrt(static_cast<float>(K));
+      HostTensor x = random_bf16({B, M, K}, 1), w = random_bf16({K, N}, r), b = random_f32({N});
+      std::vector<HostTensor*> ins{&x, &w};
+      Ints ints;
+      if (bias || act != Act::None) ints["epilogue"] = {bias ? 1 : 0, static_cast<int64_t>(act)};
+      if (bias) ins.push_back(&b);
+      const auto [want, got] = widened_and(kernels::LowFloatMatmul::Native, ins, {B, M, N}, out, ints);
+      const std::string what = fmt::format("{}x{}x{} @ {}x{} -> {}, bias {}, activation {}", B, M, K, K, N,
+                                           out == ElemType::F32 ? "f32" : "bf16", bias, static_cast<int>(act));
+      int bad = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        const int64_t row = i / N, col = i % N;
+        double sum_abs = bias ? std::abs(b.f32()[col]) : 0;
+        for (int64_t k = 0; k < K; ++k) sum_abs += std::abs(element(x, row * K + k) * element(w, k * N + col));
+        const double tol = 0x1p-8 * std::abs(element(want, i)) + 1e-5 * sum_abs + 1e-6;
+        if (!(std::abs(element(got, i) - element(want, i)) <= tol) && ++bad <= 5)
+          ADD_FAILURE() << what << " element " << i << ": native " << element(got, i) << ", widened " << element(want, i);
+      }
+      EXPECT_EQ(bad, 0) << what;
+    }
+  }
+}
+
+TEST(Matmul, ForcingNativeBf16WhereItIsMissingIsAnError) {
+  if (kernels::native_bf16_available())
+    GTEST_SKIP() << "this CPU has native bf16 matmul (NativeBf16MatchesWidened runs instead)";
+  expect_error([] { kernels::set_low_float_matmul(kernels::LowFloatMatmul::Native); },
+               {"native bf16 matmul is not available"});
+  EXPECT_EQ(kernels::low_float_matmul(), kernels::LowFloatMatmul::Auto) << "a failed set changes nothing";
+  // Auto widens here: bit for bit the widened result.
+  HostTensor x = random_bf16({rnd(1, 40), rnd(1, 90)}, 1), w = random_bf16({x.shape[1], rnd(1, 30)}, 0.2f);
+  const auto [want, got] = widened_and(kernels::LowFloatMatmul::Auto, {&x, &w}, {x.shape[0], w.shape[1]}, ElemType::BF16);
+  EXPECT_EQ(got.bytes, want.bytes);
+}
+
 }  // namespace modelc::rt::test
