@@ -53,7 +53,7 @@ inline v4f vexp(v4f x) {
 // The code generator's tanh (compiler/codegen/scalar.cc, tanh_f32).
 inline v4f vtanh(v4f x) {
   const v4f x2 = x * x;
-  v4f p = splat(-929569.0f / 638512875);
+  v4f p = splat(-929569.0f / 638512875.0f);
   p = p * x2 + 21844.0f / 6081075;
   p = p * x2 + -1382.0f / 155925;
   p = p * x2 + 62.0f / 2835;

@@ -301,7 +301,7 @@ MODELC_HD float ep_exp(float x) {
 
 MODELC_HD float ep_tanh(float x) {
   const float x2 = x * x;
-  float p = -929569.0f / 638512875;
+  float p = -929569.0f / 638512875.0f;
   p = p * x2 + 21844.0f / 6081075;
   p = p * x2 + -1382.0f / 155925;
   p = p * x2 + 62.0f / 2835;

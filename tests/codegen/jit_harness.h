@@ -86,7 +86,11 @@ struct RawBuffers {
     for (int64_t i = 0; i < t.numel(); ++i) {
       unsigned char* p = p0 + w * static_cast<size_t>(i);
       if (t.dtype == DType::F32) { float f = static_cast<float>(t[i]); std::memcpy(p, &f, 4); }
-      else if (t.dtype == DType::I32) { auto v = static_cast<int32_t>(t[i]); std::memcpy(p, &v, 4); }
+      else if (t.dtype == DType::I32) {
+        // An output's NaN fill (never a valid i32) becomes INT32_MIN: converting NaN is undefined.
+        auto v = std::isnan(t[i]) ? INT32_MIN : static_cast<int32_t>(t[i]);
+        std::memcpy(p, &v, 4);
+      }
       else *p = t[i] != 0 ? 1 : 0;
     }
     storage.push_back(std::move(bytes));
