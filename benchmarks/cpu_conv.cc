@@ -15,7 +15,7 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/library.h"
-#include "runtime/tensor.h"
+#include "runtime/base/tensor.h"
 
 using namespace modelc;
 using kernels::LibCall;

@@ -10,7 +10,7 @@
 #include "compiler/compile.h"
 #include "compiler/passes/checkpoint.h"
 #include "compiler/passes/memory_report.h"
-#include "runtime/program.h"
+#include "runtime/base/program.h"
 
 namespace modelc {
 

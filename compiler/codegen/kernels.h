@@ -7,7 +7,7 @@
 // inlined (so it vectorizes), exposed with the runtime's ABI (rt::HostKernelFn); on a GPU a
 // kernel with the same name and arguments whose threads or blocks share the work items
 // (grid-stride loops, 128-bit accesses where alignment allows, block reductions with warp
-// shuffles and shared memory; runtime/program.h documents the launch). Buffers at run
+// shuffles and shared memory; runtime/base/program.h documents the launch). Buffers at run
 // time: the node's inputs in order (nullptr for an absent optional input), then its
 // outputs. Sizes that depend on symbols come from the kernel's size table.
 #pragma once
@@ -21,7 +21,7 @@
 #include "compiler/codegen/sizes.h"
 #include "compiler/ir/graph.h"
 #include "compiler/passes/fusion.h"
-#include "runtime/program.h"
+#include "runtime/base/program.h"
 
 namespace modelc {
 

@@ -10,7 +10,7 @@
 #include "compiler/codegen/kernel_emit.h"
 #include "compiler/codegen/scalar.h"
 #include "compiler/ir/op_registry.h"
-#include "runtime/philox.h"
+#include "runtime/base/philox.h"
 
 namespace modelc {
 namespace {
@@ -83,7 +83,7 @@ std::vector<llvm::Value*> broadcast_offsets(KernelBuilder& kb, const Graph& g, c
   return offs;
 }
 
-// Philox4x32-10 in IR, exactly as runtime/philox.h computes it.
+// Philox4x32-10 in IR, exactly as runtime/base/philox.h computes it.
 std::array<llvm::Value*, 4> philox(llvm::IRBuilder<>& b, std::array<llvm::Value*, 4> c, std::array<llvm::Value*, 2> k) {
   auto mulhilo = [&](uint32_t m, llvm::Value* x) {
     llvm::Value* p = b.CreateMul(b.getInt64(m), b.CreateZExt(x, b.getInt64Ty()));

@@ -75,7 +75,7 @@ std::unique_ptr<llvm::Module> new_gpu_module(llvm::LLVMContext& ctx);
 GpuShape choose_gpu_shape(const Graph& g, const FusionGroup& grp, const ReducePlan& plan = {},
                           ReducePhase phase = ReducePhase::Whole);
 // Builds the GPU kernel `void name(ptr buffers, ptr sizes, i64 begin, i64 end)` around the
-// GPU flavour of a body (runtime/program.h documents the ABI). `direct`: the buffers the
+// GPU flavour of a body (runtime/base/program.h documents the ABI). `direct`: the buffers the
 // body reads or writes at the work item's own index (candidates for 128-bit accesses).
 llvm::Function* emit_gpu_kernel(llvm::Module& m, llvm::Function* body, const std::string& name, GpuShape shape,
                                 const std::vector<bool>& direct);

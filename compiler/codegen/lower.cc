@@ -228,7 +228,7 @@ class Lowering {
     return v;
   }
 
-  // runtime/program.h: ints["epilogue"] = {bias, activation} when the group absorbed one
+  // runtime/base/program.h: ints["epilogue"] = {bias, activation} when the group absorbed one
   // (its bias is the input after the op's own).
   static void library_epilogue(const Graph& g, const FusionGroup& grp, rt::Instr& in) {
     if (grp.nodes.size() == 1) return;

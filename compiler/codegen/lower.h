@@ -1,5 +1,5 @@
 // Lowering: the forward graph and the train-step graph of a model become one runtime
-// Program (runtime/program.h) with two functions, "train_step" and "eval".
+// Program (runtime/base/program.h) with two functions, "train_step" and "eval".
 //
 // Reads: a verified forward graph (eval: dropout off) and the train-step graph built from
 // it (compiler/passes/train_step.h), plus the train section. Elementwise, reduction and row
@@ -15,7 +15,7 @@
 
 #include "compiler/frontend/train_config.h"
 #include "compiler/ir/graph.h"
-#include "runtime/program.h"
+#include "runtime/base/program.h"
 
 namespace modelc {
 

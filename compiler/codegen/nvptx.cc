@@ -17,7 +17,7 @@
 //    rows). The block size follows the work item's elements: about 4 per thread, a
 //    multiple of 32 in [32, 1024].
 // Every kernel carries .reqntid: it must be launched with exactly gpu_block threads. The
-// ABI and the grid the runtime launches are in runtime/program.h (KernelDesc).
+// ABI and the grid the runtime launches are in runtime/base/program.h (KernelDesc).
 #include <mutex>
 
 #include <fmt/format.h>

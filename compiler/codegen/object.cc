@@ -2,7 +2,7 @@
 // for the host exactly as finish() compiles it (same CPU, features, optimisation pipeline
 // and vector math library), emitted as a PIC object file by LLVM and linked into a shared
 // object by the system linker (`cc -shared`). The runtime loads it with dlopen
-// (runtime/plan.cc); its exported symbols are the kernels' names.
+// (runtime/session/plan.cc); its exported symbols are the kernels' names.
 //
 // The object and the .so live in a private temporary directory (mkdtemp in $TMPDIR, else
 // /tmp) that is removed in every case. The linker runs through posix_spawnp with its

@@ -2,11 +2,11 @@
 //
 // KernelCompiler::shared_object() (compiler/codegen/object.cc) compiles for the host CPU and
 // its features, exactly as finish() does; host_target() says which, so that the plan can
-// record it (rt::PlanTarget, runtime/plan.h) and a runtime on a CPU without those features
+// record it (rt::PlanTarget, runtime/session/plan.h) and a runtime on a CPU without those features
 // refuses the plan instead of dying of an illegal instruction.
 #pragma once
 
-#include "runtime/plan.h"
+#include "runtime/session/plan.h"
 
 namespace modelc {
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "compiler/ir/dim.h"
-#include "runtime/program.h"
+#include "runtime/base/program.h"
 
 namespace modelc {
 

@@ -1,15 +1,15 @@
 // Library epilogues: which library calls take a bias and an activation after their result
-// (the runtime applies them: runtime/program.h, ints["epilogue"]) and which nodes qualify.
+// (the runtime applies them: runtime/base/program.h, ints["epilogue"]) and which nodes qualify.
 // Kernel fusion (compiler/passes/fusion.h) reads these rules to let a matmul or conv2d
 // group absorb the bias add and activation that follow it; the lowering turns the absorbed
 // activation into its runtime code. One table each, keyed by op kind; a new activation
-// the runtime learns is one entry here and one code in runtime/program.h.
+// the runtime learns is one entry here and one code in runtime/base/program.h.
 #pragma once
 
 #include <optional>
 
 #include "compiler/ir/graph.h"
-#include "runtime/program.h"
+#include "runtime/base/program.h"
 
 namespace modelc {
 

@@ -8,8 +8,8 @@
 
 #include "compiler/ir/op_registry.h"
 #include "compiler/support/bytes.h"
-#include "runtime/error.h"
-#include "runtime/memory/caching_allocator.h"
+#include "runtime/base/error.h"
+#include "runtime/device/memory/caching_allocator.h"
 
 namespace modelc {
 

@@ -1,11 +1,11 @@
 // The memory report: a function's predicted peak memory, before anything runs.
 //
-// Reads: a lowered Program (runtime/program.h), which graph value each of its buffers
+// Reads: a lowered Program (runtime/base/program.h), which graph value each of its buffers
 // holds (LowerOptions::buffer_values) and those graphs. Uses the runtime's own memory plan
-// (runtime/memory_plan.h), so the predicted arena is the one the runtime allocates.
+// (runtime/execution/memory_plan.h), so the predicted arena is the one the runtime allocates.
 //
 // The peak is parameters + optimizer state + the function's inputs + its arena, as the
-// runtime's caching allocator holds it (rounded, runtime/memory/caching_allocator.h). The
+// runtime's caching allocator holds it (rounded, runtime/device/memory/caching_allocator.h). The
 // breakdown splits the bytes live at the instruction where the most are live into
 // gradients (the parameters' gradients, named `grad P` by the train step), activations
 // (values of the forward pass: ancestors of the loss), backward temporaries (every other
@@ -26,8 +26,8 @@
 #include "compiler/ir/graph.h"
 #include "compiler/passes/checkpoint.h"
 #include "compiler/support/bytes.h"
-#include "runtime/memory_plan.h"
-#include "runtime/program.h"
+#include "runtime/execution/memory_plan.h"
+#include "runtime/base/program.h"
 
 namespace modelc {
 

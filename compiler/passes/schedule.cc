@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "runtime/streams.h"
+#include "runtime/execution/streams.h"
 
 namespace modelc {
 

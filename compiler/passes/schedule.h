@@ -1,5 +1,5 @@
 // Stream scheduling: the instructions of a lowered function spread over streams, with the
-// events their dependencies need (the semantics: Function in runtime/program.h; the design:
+// events their dependencies need (the semantics: Function in runtime/base/program.h; the design:
 // docs/streams.md).
 //
 // Reads a lowered rt::Function (buffer ids known). The dependencies are the buffer accesses
@@ -7,7 +7,7 @@
 // persistent ones included (an in-place update reads and writes its buffer); the
 // function's updates and outputs are read at its end, after the join of all streams, so
 // they add none. Guarantees: the instruction list and its order are unchanged (so is the
-// memory plan, runtime/memory_plan.h); every dependency is ordered by stream order or
+// memory plan, runtime/execution/memory_plan.h); every dependency is ordered by stream order or
 // events; and the events are minimal: an instruction waits for an event only when no other
 // path (its stream's earlier instructions, its other waits, transitively) already orders
 // the dependency. Arena reuse between buffers is not a dependency here: the runtime adds
@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/program.h"
+#include "runtime/base/program.h"
 
 namespace modelc {
 

@@ -6,7 +6,7 @@
 // block (split over the pool, kernels/cpu/gemm.h); its gradients are the two transposed products and col2im.
 // Blocks of images keep col under ~32 MB. col2im is split over (image, channel) planes, so
 // the scatter-adds of the input gradient are race-free and deterministic.
-#include "runtime/tensor.h"
+#include "runtime/base/tensor.h"
 #include "kernels/cpu/conv.h"
 #include "kernels/cpu/epilogue.h"
 #include "kernels/cpu/gemm.h"

@@ -27,7 +27,7 @@ ConvGeom conv_geometry(const LibCall& c, const TensorArg& x, const TensorArg& w,
 const TensorArg* conv_bias(const LibCall& c, const ConvGeom& g);
 
 // What a forward convolution adds and applies to its result: its own bias (input 2) or an
-// epilogue bias (input 3; runtime/program.h, ints["epilogue"]), never both, and the
+// epilogue bias (input 3; runtime/base/program.h, ints["epilogue"]), never both, and the
 // epilogue's activation. Fails naming the op and location on a malformed epilogue.
 struct ConvEpilogue {
   const float* bias = nullptr;  // f32[O] or none

@@ -6,7 +6,7 @@
 // right padding of (HO-1)*stride + span - H - left. The calls split the batch over the
 // runtime's pool and run oneDNN single-threaded inside each piece. Without oneDNN, or when the right
 // padding would be negative, the calls fall back to im2col.
-// conv2d's epilogue (runtime/program.h, ints["epilogue"]): its bias (its own input 2, or the
+// conv2d's epilogue (runtime/base/program.h, ints["epilogue"]): its bias (its own input 2, or the
 // epilogue's input 3) is the primitive's bias argument and relu, tanh or sigmoid an eltwise
 // post-op; the gelus are applied to each sub-batch right after its primitive.
 #include <fmt/format.h>

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "kernels/cpu/embedding_plan.h"
-#include "runtime/tensor.h"
+#include "runtime/base/tensor.h"
 
 namespace modelc::kernels {
 

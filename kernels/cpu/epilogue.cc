@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "runtime/tensor.h"
+#include "runtime/base/tensor.h"
 
 namespace modelc::kernels {
 

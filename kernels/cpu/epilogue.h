@@ -1,4 +1,4 @@
-// Library epilogues on the CPU (runtime/program.h, ints["epilogue"]): the bias and
+// Library epilogues on the CPU (runtime/base/program.h, ints["epilogue"]): the bias and
 // activation a matmul or conv2d applies to its result before anyone reads it, and the
 // activations themselves.
 //

@@ -7,7 +7,7 @@
 #include <functional>
 
 #include "kernels/cpu/library.h"
-#include "runtime/cpu/thread_pool.h"
+#include "runtime/device/cpu/thread_pool.h"
 
 namespace modelc::kernels {
 

@@ -1,5 +1,5 @@
 // The library-op table and the checks every op shares.
-#include "runtime/tensor.h"
+#include "runtime/base/tensor.h"
 #include "kernels/cpu/library.h"
 
 #include <fmt/format.h>

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cpu/thread_pool.h"
-#include "runtime/error.h"
-#include "runtime/program.h"
+#include "runtime/device/cpu/thread_pool.h"
+#include "runtime/base/error.h"
+#include "runtime/base/program.h"
 
 namespace modelc::kernels {
 
@@ -71,7 +71,7 @@ LibraryFn find_library_op(const std::string& name);
 // Every registered op name (sorted), for messages and tests.
 std::vector<std::string> library_op_names();
 
-// f16 / bf16 (runtime/program.h's ElemType) to and from f32: widening is exact, narrowing
+// f16 / bf16 (runtime/base/program.h's ElemType) to and from f32: widening is exact, narrowing
 // rounds to nearest even (overflow to inf, NaN kept), as the compiler's kernels do.
 float low_to_f32(uint16_t bits, ElemType t);
 uint16_t f32_to_low(float v, ElemType t);

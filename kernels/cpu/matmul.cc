@@ -7,7 +7,7 @@
 // (kernels/cpu/gemm.h): whole products per thread when there are at least as many as
 // threads, otherwise row or column blocks of each product.
 //
-// Epilogues (runtime/program.h: ints["epilogue"], the bias as input 2). Three ways were
+// Epilogues (runtime/base/program.h: ints["epilogue"], the bias as input 2). Three ways were
 // measured on the example models' linear layers (64 rows; medians of 77-300 interleaved
 // runs, 2 threads on the shared 2-core machine; numbers in the change's report):
 //  (a) sgemm, then a separate pass over the result: bias+relu cost +0.3-1% over the sgemm;
@@ -33,7 +33,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "runtime/tensor.h"
+#include "runtime/base/tensor.h"
 #include "kernels/cpu/epilogue.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/library.h"

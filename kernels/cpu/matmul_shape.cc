@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "runtime/tensor.h"
+#include "runtime/base/tensor.h"
 
 namespace modelc::kernels {
 

@@ -1,5 +1,5 @@
 // The shape side of a matmul library call, shared by the CPU op (kernels/cpu/matmul.cc) and
-// the CUDA op (runtime/cuda/blaslt.cc): numpy semantics (batch dims broadcast, right-aligned;
+// the CUDA op (kernels/cuda/blaslt.cc): numpy semantics (batch dims broadcast, right-aligned;
 // a rank-1 left operand is a row, a rank-1 right operand a column), checked with the same
 // messages whatever the device.
 #pragma once

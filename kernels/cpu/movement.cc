@@ -13,7 +13,7 @@
 #include <string>
 
 #include "kernels/cpu/movement_plan.h"
-#include "runtime/tensor.h"
+#include "runtime/base/tensor.h"
 
 namespace modelc::kernels {
 

@@ -11,7 +11,7 @@
 #include <limits>
 
 #include "kernels/cpu/pool_plan.h"
-#include "runtime/tensor.h"
+#include "runtime/base/tensor.h"
 
 namespace modelc::kernels {
 

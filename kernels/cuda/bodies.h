@@ -320,7 +320,7 @@ MODELC_HD float ep_sigmoid(float x) {
   return x >= 0 ? r : (x == x ? t * r : x);
 }
 
-// The activation codes of runtime/program.h's EpilogueActivation.
+// The activation codes of runtime/base/program.h's EpilogueActivation.
 enum EpilogueAct : int32_t { kActNone = 0, kActRelu = 1, kActGeluErf = 2, kActGeluTanh = 3, kActTanh = 4, kActSigmoid = 5 };
 
 MODELC_HD float ep_activation(int32_t act, float x) {
@@ -334,7 +334,7 @@ MODELC_HD float ep_activation(int32_t act, float x) {
   }
 }
 
-// The element types of runtime/program.h's ElemType that an epilogue may write.
+// The element types of runtime/base/program.h's ElemType that an epilogue may write.
 enum EpilogueType : int32_t { kEpF32 = 0, kEpF16 = 1, kEpBF16 = 2 };
 
 struct EpilogueParams {

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "runtime/cuda/library.h"
+#include "kernels/cuda/library.h"
 
 namespace modelc::kernels::cuda {
 

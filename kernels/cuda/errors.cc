@@ -6,7 +6,7 @@
 
 #include "kernels/cuda/bodies.h"
 #include "kernels/cuda/launches.h"
-#include "runtime/cuda/cuda_device.h"
+#include "runtime/device/cuda/cuda_device.h"
 
 namespace modelc::kernels::cuda {
 

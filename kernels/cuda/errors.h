@@ -22,7 +22,7 @@
 #include <vector>
 #include <utility>
 
-#include "runtime/cuda/library.h"
+#include "kernels/cuda/library.h"
 
 namespace modelc::kernels::cuda {
 

@@ -1,4 +1,4 @@
-# The hand kernels' PTX, embedded in modelc_runtime (included from runtime/CMakeLists.txt
+# The hand kernels' PTX, embedded in modelc_kernels (included from runtime/CMakeLists.txt
 # after modelc_runtime is defined). With the CUDA toolkit, nvcc compiles
 # kernels/cuda/hand_kernels.cu to PTX for compute_80 (C++17: fmt and C++20 stay out of .cu
 # files; -fmad=false: no FMA contraction, so the kernels round as the CPU twins do) and
@@ -33,4 +33,4 @@ else()
     COMMENT "No nvcc: the runtime has no hand kernels"
     VERBATIM)
 endif()
-target_sources(modelc_runtime PRIVATE ${hk_cc})
+target_sources(modelc_kernels PRIVATE ${hk_cc})

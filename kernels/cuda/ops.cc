@@ -13,7 +13,7 @@
 #include "kernels/cuda/errors.h"
 #include "kernels/cuda/launches.h"
 #include "kernels/cuda/ops.h"
-#include "runtime/cuda/cuda_device.h"
+#include "runtime/device/cuda/cuda_device.h"
 
 namespace modelc::kernels::cuda {
 
@@ -34,7 +34,10 @@ void run_hand_kernel_op(const rt::cuda::CudaLibCall& c) {
 void launch(const rt::cuda::CudaLibCall& c, const Launch& l) {
   const int64_t n = l.n();
   if (n <= 0) return;
-  rt::cuda::Module& m = c.device->hand_kernels();
+  const char* ptx = rt::cuda::hand_kernels_ptx();
+  if (*ptx == '\0')
+    throw rt::RuntimeError("this runtime was built without nvcc, so it has no CUDA kernels for its library ops (kernels/cuda/)");
+  rt::cuda::Module& m = c.device->library_module("hand_kernels", ptx, "sm_80");
   const int64_t cap = 32 * static_cast<int64_t>(std::max(c.device->context().info().multiprocessors, 1));
   const auto grid = static_cast<uint32_t>(std::clamp<int64_t>((n + kBlock - 1) / kBlock, 1, cap));
   std::visit(

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "kernels/cuda/launches.h"
-#include "runtime/cuda/library.h"
+#include "kernels/cuda/library.h"
 
 namespace modelc::kernels::cuda {
 

@@ -6,9 +6,9 @@
 #include "kernels/cpu/library.h"
 #include "kernels/cuda/errors.h"
 #include "kernels/cuda/launches.h"
-#include "runtime/cpu/thread_pool.h"
-#include "runtime/cuda/cuda_device.h"
-#include "runtime/cuda/library.h"
+#include "runtime/device/cpu/thread_pool.h"
+#include "runtime/device/cuda/cuda_device.h"
+#include "kernels/cuda/library.h"
 
 namespace modelc::kernels::cuda {
 

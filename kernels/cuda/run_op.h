@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/tensor.h"
+#include "runtime/base/tensor.h"
 
 namespace modelc::rt::cuda {
 class CudaDevice;

@@ -30,7 +30,7 @@
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 
-#include "runtime/program.h"
+#include "runtime/base/program.h"
 
 namespace modelc::test::emu {
 

@@ -5,7 +5,7 @@
 #include <bit>
 
 #include "compiler/codegen/lower.h"
-#include "runtime/session.h"
+#include "runtime/session/session.h"
 #include "tests/codegen/jit_harness.h"
 
 namespace modelc::test {

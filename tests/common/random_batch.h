@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/program.h"
-#include "runtime/tensor.h"
+#include "runtime/base/program.h"
+#include "runtime/base/tensor.h"
 
 namespace modelc::test {
 

@@ -1,8 +1,8 @@
-// runtime/cuda/driver_api.h declares the driver's ABI itself; this checks its constants
+// runtime/device/cuda/driver_api.h declares the driver's ABI itself; this checks its constants
 // against the toolkit's <cuda.h> where the toolkit is installed (at compile time).
 #include <gtest/gtest.h>
 
-#include "runtime/cuda/driver_api.h"
+#include "runtime/device/cuda/driver_api.h"
 
 #if MODELC_HAVE_CUDA_H
 #include <cuda.h>
@@ -42,10 +42,10 @@ MODELC_CUDA_DRIVER_FUNCTIONS(MODELC_CHECK_ENTRY)
 
 TEST(CudaDriverApi, MatchesTheToolkitsHeader) { SUCCEED() << "checked at compile time against <cuda.h>"; }
 
-// cuBLASLt (runtime/cuda/blaslt_api.h) against <cublasLt.h>.
+// cuBLASLt (runtime/device/cuda/blaslt_api.h) against <cublasLt.h>.
 #include <cublasLt.h>
 
-#include "runtime/cuda/blaslt_api.h"
+#include "runtime/device/cuda/blaslt_api.h"
 namespace lt = modelc::rt::cuda::lt;
 static_assert(lt::kR32F == CUDA_R_32F && lt::kR16F == CUDA_R_16F && lt::kR16BF == CUDA_R_16BF);
 static_assert(lt::kCompute32F == CUBLAS_COMPUTE_32F && lt::kCompute32FFastTF32 == CUBLAS_COMPUTE_32F_FAST_TF32);
@@ -66,13 +66,13 @@ static_assert(offsetof(lt::HeuristicResult, state) == offsetof(cublasLtMatmulHeu
 #define MODELC_CHECK_LT(name, type) static_assert(arity(lt::Api::name##_fn{}) == arity(&::name), #name);
 MODELC_CUBLASLT_FUNCTIONS(MODELC_CHECK_LT)
 
-// cuDNN (runtime/cuda/dnn_api.h) against <cudnn.h>, when the toolkit has it.
+// cuDNN (runtime/device/cuda/dnn_api.h) against <cudnn.h>, when the toolkit has it.
 #if __has_include(<cudnn.h>)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // the convolution API is deprecated in cuDNN 9
 #include <cudnn.h>
 
-#include "runtime/cuda/dnn_api.h"
+#include "runtime/device/cuda/dnn_api.h"
 namespace dnn = modelc::rt::cuda::dnn;
 static_assert(dnn::kSuccess == CUDNN_STATUS_SUCCESS && dnn::kTensorNCHW == CUDNN_TENSOR_NCHW);
 static_assert(dnn::kDataFloat == CUDNN_DATA_FLOAT && dnn::kDataHalf == CUDNN_DATA_HALF &&

@@ -5,8 +5,8 @@
 #include <regex>
 #include <string>
 
-#include "runtime/cuda/device.h"
-#include "runtime/cuda/driver.h"
+#include "runtime/device/cuda/device.h"
+#include "runtime/device/cuda/driver.h"
 #include "tests/cuda/fake_driver.h"
 
 namespace modelc::test {

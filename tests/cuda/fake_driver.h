@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "runtime/cuda/driver.h"
+#include "runtime/device/cuda/driver.h"
 
 namespace modelc::test {
 

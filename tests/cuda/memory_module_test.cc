@@ -5,10 +5,10 @@
 
 #include <random>
 
-#include "runtime/cuda/context.h"
-#include "runtime/cuda/memory.h"
-#include "runtime/cuda/module.h"
-#include "runtime/memory/caching_allocator.h"
+#include "runtime/device/cuda/context.h"
+#include "runtime/device/cuda/memory.h"
+#include "runtime/device/cuda/module.h"
+#include "runtime/device/memory/caching_allocator.h"
 #include "tests/cuda/fake_driver.h"
 
 namespace modelc::test {
@@ -199,7 +199,7 @@ TEST(CudaModule, AFailedJitCarriesItsLog) {
   Context ctx(fake(), 0);
   ScopedEnv jit("FAKE_CUDA_JIT_ERROR", "1");
   std::string msg = message_of([&] { Module m(ctx, kPtx, "sm_80"); });
-  EXPECT_NE(msg.find("runtime/cuda/module.cc:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("runtime/device/cuda/module.cc:"), std::string::npos) << msg;
   EXPECT_NE(msg.find(": loading the plan's PTX (sm_80) on cuda:0 failed: CUDA_ERROR_INVALID_PTX (a PTX JIT compilation failed)\n"
                      "JIT log:\nptxas application ptx input, line 7; error   : Unknown symbol 'x'"),
             std::string::npos)

@@ -10,9 +10,9 @@
 #include <cstring>
 #include <random>
 
-#include "runtime/cuda/cuda_device.h"
-#include "runtime/cuda/executor.h"
-#include "runtime/session.h"
+#include "runtime/device/cuda/cuda_device.h"
+#include "runtime/execution/cuda/executor.h"
+#include "runtime/session/session.h"
 #include "tests/cuda/fake_driver.h"
 #include "tests/runtime/program_builder.h"
 
@@ -85,7 +85,7 @@ void add_empty_entries_ptx(rt::Program& p) {
 
 // The toy step on two streams: w's half on stream 0, v's on stream 1, which records event 0
 // for stream 0's sum of the two losses. The temporaries share arena bytes across the
-// streams (the layout adds waits for that, runtime/streams.h).
+// streams (the layout adds waits for that, runtime/execution/streams.h).
 std::shared_ptr<rt::Program> two_stream_program() {
   ProgramBuilder pb;
   auto x = pb.buffer("x", BufferRole::Input, {pb.dim("B"), pb.dim(kC)});

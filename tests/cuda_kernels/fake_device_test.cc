@@ -8,8 +8,8 @@
 
 #include "kernels/cuda/bodies.h"
 #include "kernels/cuda/errors.h"
-#include "runtime/cuda/cuda_device.h"
-#include "runtime/cuda/library.h"
+#include "runtime/device/cuda/cuda_device.h"
+#include "kernels/cuda/library.h"
 #include "tests/cuda/fake_driver.h"
 #include "tests/cuda_kernels/harness.h"
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "kernels/cuda/run_op.h"
-#include "runtime/error.h"
-#include "runtime/tensor.h"
+#include "runtime/base/error.h"
+#include "runtime/base/tensor.h"
 
 namespace modelc::kernels::cuda::test {
 

@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "kernels/cuda/launches.h"
-#include "runtime/cuda/library.h"
+#include "kernels/cuda/library.h"
 #include "tests/cuda_kernels/harness.h"
 
 namespace modelc::kernels::cuda::test {

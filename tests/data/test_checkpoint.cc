@@ -8,7 +8,7 @@
 #include <csignal>
 #include <nlohmann/json.hpp>
 
-#include "runtime/checkpoint.h"
+#include "runtime/session/checkpoint.h"
 #include "tests/data/data_test_util.h"
 
 namespace modelc::rt {

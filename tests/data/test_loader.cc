@@ -9,8 +9,8 @@
 #include <numeric>
 #include <set>
 
-#include "runtime/data/file_io.h"
-#include "runtime/data/loader.h"
+#include "runtime/session/data/file_io.h"
+#include "runtime/session/data/loader.h"
 #include "tests/data/data_test_util.h"
 
 namespace modelc::rt {

@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "runtime/data/file_io.h"
-#include "runtime/data/sources.h"
+#include "runtime/session/data/file_io.h"
+#include "runtime/session/data/sources.h"
 #include "tests/data/data_test_util.h"
 
 namespace modelc::rt {

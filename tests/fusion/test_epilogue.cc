@@ -1,5 +1,5 @@
 // Library epilogues in the fusion plan (compiler/passes/fusion.h, library_epilogue.h) and
-// the lowered Program (runtime/program.h, ints["epilogue"]): which bias adds and
+// the lowered Program (runtime/base/program.h, ints["epilogue"]): which bias adds and
 // activations a matmul or conv2d absorbs, in the example models' eval and train-step
 // graphs and in small graphs built here; that -fno-fusion keeps them apart; that a .plan
 // carries them; and that fused eval Programs with every epilogue agree with the reference
@@ -19,8 +19,8 @@
 #include "compiler/ir/op_registry.h"
 #include "compiler/passes/fusion.h"
 #include "compiler/passes/library_epilogue.h"
-#include "runtime/plan_codec.h"
-#include "runtime/session.h"
+#include "runtime/session/plan_codec.h"
+#include "runtime/session/session.h"
 #include "tests/fusion/fusion_harness.h"
 #include "tests/passes/train_step_harness.h"
 

@@ -15,7 +15,7 @@
 #include "compiler/ir/op_registry.h"
 #include "compiler/passes/fusion.h"
 #include "compiler/passes/train_step.h"
-#include "runtime/session.h"
+#include "runtime/session/session.h"
 #include "tests/fusion/fusion_harness.h"
 #include "tests/passes/train_step_harness.h"
 

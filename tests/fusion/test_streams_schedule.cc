@@ -10,9 +10,9 @@
 #include "tests/common/random_batch.h"
 #include "compiler/compile_program.h"
 #include "compiler/passes/schedule.h"
-#include "runtime/memory_plan.h"
-#include "runtime/session.h"
-#include "runtime/streams.h"
+#include "runtime/execution/memory_plan.h"
+#include "runtime/session/session.h"
+#include "runtime/execution/streams.h"
 
 namespace modelc {
 namespace {

@@ -17,12 +17,12 @@
 
 #include "kernels/cpu/library.h"
 #include "kernels/cuda/run_op.h"
-#include "runtime/checkpoint.h"
-#include "runtime/cuda/cuda_device.h"
-#include "runtime/cuda/device.h"
-#include "runtime/cuda/library.h"
-#include "runtime/plan.h"
-#include "runtime/session.h"
+#include "runtime/session/checkpoint.h"
+#include "runtime/device/cuda/cuda_device.h"
+#include "runtime/device/cuda/device.h"
+#include "kernels/cuda/library.h"
+#include "runtime/session/plan.h"
+#include "runtime/session/session.h"
 
 namespace modelc::test {
 namespace {

@@ -1,5 +1,5 @@
 // Tests of the neural-network ops (compiler/ir/ops/nn.cc) and of the Philox generator
-// that dropout draws from (runtime/philox.h).
+// that dropout draws from (runtime/base/philox.h).
 //
 // Shape rules are checked on symbolic shapes with every error message verbatim; the
 // references on fresh random shapes and values against naive computations written here,
@@ -8,7 +8,7 @@
 #include <limits>
 #include <set>
 
-#include "runtime/philox.h"
+#include "runtime/base/philox.h"
 #include "tests/ir/op_harness.h"
 
 namespace modelc::test {

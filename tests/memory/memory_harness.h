@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/memory/caching_allocator.h"
+#include "runtime/device/memory/caching_allocator.h"
 
 namespace modelc::rt::test {
 

@@ -11,7 +11,7 @@
 #include "tests/common/random_batch.h"
 #include "tests/common/sanitizers.h"
 #include "compiler/compile_program.h"
-#include "runtime/session.h"
+#include "runtime/session/session.h"
 
 namespace modelc {
 namespace {

@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/program.h"
-#include "runtime/session.h"
-#include "runtime/tensor.h"
+#include "runtime/base/program.h"
+#include "runtime/session/session.h"
+#include "runtime/base/tensor.h"
 
 namespace modelc::plantest {
 
@@ -97,7 +97,7 @@ struct Envelope {
   std::string trailing;  // bytes after the last section
 };
 
-// The plan's bytes as docs/plan-format.md specifies them, written without runtime/plan.cc.
+// The plan's bytes as docs/plan-format.md specifies them, written without runtime/session/plan.cc.
 inline std::string make_plan(const Envelope& e) {
   const size_t n = e.sections.size();
   std::string table(n * 32, '\0');

@@ -14,9 +14,9 @@
 
 #include "compiler/codegen/object.h"
 #include "compiler/compile_program.h"
-#include "runtime/error.h"
-#include "runtime/plan.h"
-#include "runtime/plan_codec.h"
+#include "runtime/base/error.h"
+#include "runtime/session/plan.h"
+#include "runtime/session/plan_codec.h"
 #include "tests/plan/plan_harness.h"
 
 namespace fs = std::filesystem;

@@ -13,7 +13,7 @@
 
 #include "compiler/codegen/object.h"
 #include "compiler/compile_program.h"
-#include "runtime/plan.h"
+#include "runtime/session/plan.h"
 #include "tests/plan/plan_harness.h"
 
 namespace fs = std::filesystem;

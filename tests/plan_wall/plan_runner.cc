@@ -10,8 +10,8 @@
 #include <exception>
 #include <string>
 
-#include "runtime/error.h"
-#include "runtime/plan.h"
+#include "runtime/base/error.h"
+#include "runtime/session/plan.h"
 #include "tests/plan/plan_harness.h"
 
 int main(int argc, char** argv) {

@@ -1,4 +1,4 @@
-// Library epilogues (runtime/program.h, ints["epilogue"]; kernels/cpu/epilogue.h): the
+// Library epilogues (runtime/base/program.h, ints["epilogue"]; kernels/cpu/epilogue.h): the
 // activations against double precision, matmul and conv2d with every epilogue against the
 // unfused computation, and the errors of malformed epilogues.
 //

@@ -1,7 +1,7 @@
 // The executor on hand-built Programs: host kernels (C++ functions with the HostKernelFn
 // ABI) chunked over their extent exactly once at several thread counts, library calls,
 // symbol binding from fed shapes and its errors, buffer reuse, updates, outputs.
-#include "runtime/cpu/executor.h"
+#include "runtime/execution/cpu/executor.h"
 
 #include "tests/runtime/program_builder.h"
 #include "tests/runtime/rt_harness.h"

@@ -1,14 +1,14 @@
-// The static memory plan (runtime/memory_plan.h): lifetimes over a function's
+// The static memory plan (runtime/execution/memory_plan.h): lifetimes over a function's
 // instructions, the greedy-by-size arena against its invariants and lower bound, and the
 // executor running a function inside that arena.
-#include "runtime/memory_plan.h"
+#include "runtime/execution/memory_plan.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
-#include "runtime/cpu/executor.h"
+#include "runtime/execution/cpu/executor.h"
 #include "tests/runtime/program_builder.h"
 
 namespace modelc::rt {

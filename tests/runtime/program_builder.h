@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/program.h"
+#include "runtime/base/program.h"
 
 namespace modelc::rt::test {
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "kernels/cpu/library.h"
-#include "runtime/cpu/thread_pool.h"
-#include "runtime/tensor.h"
+#include "runtime/device/cpu/thread_pool.h"
+#include "runtime/base/tensor.h"
 
 namespace modelc::rt::test {
 

@@ -2,7 +2,7 @@
 // statistics of normal and uniform inits, parameter and state access and their errors,
 // feeding ($lr from the schedule, $t, $seed, $step), micro-batch splitting, and a small
 // SGD program trained by hand-written host kernels.
-#include "runtime/session.h"
+#include "runtime/session/session.h"
 
 #include <cmath>
 #include <numbers>

@@ -1,6 +1,6 @@
 // ThreadPool: chunking covers an extent exactly once, respects the grain, propagates
 // exceptions and runs nested calls inline.
-#include "runtime/cpu/thread_pool.h"
+#include "runtime/device/cpu/thread_pool.h"
 
 #include <atomic>
 #include <mutex>

@@ -1,4 +1,4 @@
-// The CPU executor on several streams (runtime/cpu/streams.h): random DAGs on 2-4 streams
+// The CPU executor on several streams (runtime/execution/cpu/streams.h): random DAGs on 2-4 streams
 // compute bit-identically to the sequential run; events order work across streams; arena
 // reuse between buffers on different streams gets the waits it needs; an exception on any
 // stream reaches the caller after every stream stopped, and the executor runs again.
@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "runtime/memory_plan.h"
-#include "runtime/streams.h"
+#include "runtime/execution/memory_plan.h"
+#include "runtime/execution/streams.h"
 
 namespace modelc::rt::test {
 namespace {

@@ -1,11 +1,11 @@
-// The streams format (runtime/program.h, runtime/streams.h): every structural error, the
+// The streams format (runtime/base/program.h, runtime/execution/streams.h): every structural error, the
 // happens-before relation, the .plan encoding of a schedule (and plans without one), and
 // the thread pool under concurrent callers.
 #include "tests/streams/streams_harness.h"
 
-#include "runtime/plan.h"
-#include "runtime/plan_codec.h"
-#include "runtime/streams.h"
+#include "runtime/session/plan.h"
+#include "runtime/session/plan_codec.h"
+#include "runtime/execution/streams.h"
 
 namespace modelc::rt::test {
 namespace {

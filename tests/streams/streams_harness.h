@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "runtime/cpu/executor.h"
+#include "runtime/execution/cpu/executor.h"
 #include "tests/runtime/program_builder.h"
 #include "tests/runtime/rt_harness.h"
 

@@ -12,9 +12,9 @@
 
 #include "compiler/codegen/lower.h"
 #include "compiler/compile_program.h"
-#include "runtime/data/dataset.h"
-#include "runtime/data/loader.h"
-#include "runtime/session.h"
+#include "runtime/session/data/dataset.h"
+#include "runtime/session/data/loader.h"
+#include "runtime/session/session.h"
 #include "tests/passes/train_step_harness.h"
 
 namespace modelc::test {

@@ -9,10 +9,10 @@
 #include <random>
 
 #include "compiler/compile_program.h"
-#include "runtime/checkpoint.h"
-#include "runtime/data/dataset.h"
-#include "runtime/data/loader.h"
-#include "runtime/session.h"
+#include "runtime/session/checkpoint.h"
+#include "runtime/session/data/dataset.h"
+#include "runtime/session/data/loader.h"
+#include "runtime/session/session.h"
 
 namespace fs = std::filesystem;
 using namespace modelc;

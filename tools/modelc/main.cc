@@ -1,7 +1,7 @@
 // modelc: the compiler driver, in the manner of gcc.
 //
 //   modelc [options] FILE.model                  check the file
-//   modelc [options] FILE.model -o FILE.plan     compile it into a plan (runtime/plan.h)
+//   modelc [options] FILE.model -o FILE.plan     compile it into a plan (runtime/session/plan.h)
 //   modelc --emit=WHAT [-o FILE] FILE.model      print a stage: tokens, ast, ir, grad, fusion, llvm, ptx
 //   modelc --emit=memory [-D B=64] [--memory 80GiB] FILE.model   the predicted peak memory
 //
@@ -28,8 +28,8 @@
 #include "compiler/frontend/parser.h"
 #include "compiler/ir/printer.h"
 #include "compiler/ir/verifier.h"
-#include "runtime/error.h"
-#include "runtime/plan.h"
+#include "runtime/base/error.h"
+#include "runtime/session/plan.h"
 
 namespace {
 

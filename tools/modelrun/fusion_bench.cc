@@ -21,8 +21,8 @@
 #include <stdexcept>
 
 #include "compiler/compile_program.h"
-#include "runtime/memory_plan.h"
-#include "runtime/session.h"
+#include "runtime/execution/memory_plan.h"
+#include "runtime/session/session.h"
 
 namespace modelrun {
 

@@ -13,8 +13,8 @@
 #include <span>
 #include <vector>
 
-#include "runtime/cpu/thread_pool.h"
-#include "runtime/program.h"
+#include "runtime/device/cpu/thread_pool.h"
+#include "runtime/base/program.h"
 #include "tools/modelrun/commands.h"
 
 namespace modelrun {

@@ -1,5 +1,5 @@
 // modelrun: trains, evaluates and benchmarks a .model file, or a .plan file compiled by
-// modelc (runtime/plan.h), on the CPU.
+// modelc (runtime/session/plan.h), on the CPU.
 //
 //   modelrun train FILE.model [--epochs N | --steps N] [--batch N] [--lr X] [--seed N] ...
 //   modelrun eval  FILE.model --checkpoint CKPT

@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "compiler/ir/op_registry.h"
-#include "runtime/philox.h"
+#include "runtime/base/philox.h"
 
 namespace modelc {
 

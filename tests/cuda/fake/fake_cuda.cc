@@ -1,5 +1,5 @@
 // A fake CUDA driver for the tests: a shared library named libcuda.so.1 with the entry points
-// the runtime loads (runtime/cuda/driver_api.h), backed by host memory, so that the runtime's
+// the runtime loads (runtime/device/cuda/driver_api.h), backed by host memory, so that the runtime's
 // CUDA code (driver loading, errors, device choice, the allocator's CUDA halves, module
 // loading, launches) runs in CI, where there is no GPU. It is a test double, never shipped.
 //

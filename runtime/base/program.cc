@@ -1,0 +1,105 @@
+#include "runtime/base/program.h"
+
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+
+namespace modelc::rt {
+
+size_t elem_bytes(ElemType t) {
+  switch (t) {
+    case ElemType::F32: case ElemType::I32: return 4;
+    case ElemType::F16: case ElemType::BF16: return 2;
+    case ElemType::Bool: return 1;
+  }
+  return 0;
+}
+
+const char* elem_name(ElemType t) {
+  switch (t) {
+    case ElemType::F32: return "f32";
+    case ElemType::F16: return "f16";
+    case ElemType::BF16: return "bf16";
+    case ElemType::I32: return "i32";
+    case ElemType::Bool: return "bool";
+  }
+  return "?";
+}
+
+SizeExpr SizeExpr::constant(int64_t c) {
+  SizeExpr e;
+  if (c != 0) e.terms.push_back({c, {}});
+  return e;
+}
+
+SizeExpr SizeExpr::symbol(uint32_t id) {
+  SizeExpr e;
+  e.terms.push_back({1, {id}});
+  return e;
+}
+
+bool SizeExpr::is_constant() const {
+  for (const Term& t : terms)
+    if (!t.symbols.empty()) return false;
+  return true;
+}
+
+int64_t SizeExpr::eval(std::span<const int64_t> symbol_values) const {
+  int64_t sum = 0;
+  for (const Term& t : terms) {
+    int64_t v = t.coef;
+    for (uint32_t s : t.symbols) {
+      if (s >= symbol_values.size()) throw std::runtime_error("size expression names an unknown symbol");
+      if (__builtin_mul_overflow(v, symbol_values[s], &v)) throw std::runtime_error("size expression overflows int64");
+    }
+    if (__builtin_add_overflow(sum, v, &sum)) throw std::runtime_error("size expression overflows int64");
+  }
+  return sum;
+}
+
+std::string SizeExpr::str(const std::vector<std::string>& names) const {
+  if (terms.empty()) return "0";
+  std::string s;
+  for (const Term& t : terms) {
+    if (!s.empty()) s += t.coef < 0 ? " - " : " + ";
+    else if (t.coef < 0) s += "-";
+    int64_t c = t.coef < 0 ? -t.coef : t.coef;
+    std::string syms;
+    for (uint32_t id : t.symbols) {
+      if (!syms.empty()) syms += "*";
+      syms += id < names.size() ? names[id] : "?";
+    }
+    if (syms.empty()) s += std::to_string(c);
+    else s += (c == 1 ? "" : std::to_string(c) + "*") + syms;
+  }
+  return s;
+}
+
+double Schedule::lr_at(int64_t step, int64_t total) const {
+  if (kind == "step") {
+    if (every <= 0) return lr;
+    return lr * std::pow(gamma, static_cast<double>(step / every));
+  }
+  if (kind == "cosine") {
+    if (step < warmup) return lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
+    int64_t span = total - warmup;
+    if (span <= 0) return lr;
+    double progress = std::min(1.0, static_cast<double>(step - warmup) / static_cast<double>(span));
+    return min_lr + 0.5 * (lr - min_lr) * (1 + std::cos(std::numbers::pi * progress));
+  }
+  return lr;
+}
+
+const Function* Program::function(const std::string& name) const {
+  for (const Function& f : functions)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::optional<uint32_t> Program::symbol_id(const std::string& name) const {
+  for (size_t i = 0; i < symbols.size(); ++i)
+    if (symbols[i] == name) return static_cast<uint32_t>(i);
+  return std::nullopt;
+}
+
+}  // namespace modelc::rt

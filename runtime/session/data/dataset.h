@@ -1,0 +1,89 @@
+// A Dataset: a data source split into a training part and a held-out part, ready to be cut
+// into batches (runtime/session/data/loader.h).
+//
+// The held-out split is
+//   - idx with test_images/test_labels: the test files (the validation fraction is unused);
+//   - idx without them, csv: the last `validation` fraction of the examples after one
+//     shuffle (seeded by the run seed, so the split is the same on every run and on resume);
+//   - text, tokens: the last `validation` fraction of the windows in corpus order (a
+//     contiguous tail: neighbouring windows share a token and their context, so a shuffled
+//     split would leak training text into the held-out set).
+// A validation fraction <= 0 (none given) means 0.1, so that there is always something to
+// evaluate; at least one example is held out and at least one kept for training.
+//
+// Normalisation (`normalize = true`, the default): idx pixels are divided by 255 and left in
+// [0, 1] (no standardisation; the held-out split sees exactly the same transform); csv
+// features are standardised per column with the mean and standard deviation of the
+// TRAINING split only (a constant column is only centred), and the held-out split uses the
+// same statistics.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/session/data/sources.h"
+#include "runtime/base/program.h"
+#include "runtime/base/tensor.h"
+
+namespace modelc::rt {
+
+enum class Split : uint8_t { Train, Heldout };
+const char* split_name(Split s);  // "train", "held-out"
+
+// A pseudo-random permutation of 0..n-1 drawn with Philox from (seed, stream) only: the same
+// on every machine and run. Fisher-Yates with 64-bit draws.
+std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, uint64_t stream);
+
+class Dataset {
+ public:
+  // Reads the source `spec` names (relative paths resolved against base_dir, the .model
+  // file's directory) and splits it. Throws DataError.
+  static std::shared_ptr<const Dataset> open(const DataSpec& spec, const std::string& base_dir, uint64_t seed,
+                                             double validation);
+  // From examples in memory: `test` is the held-out set, or nullopt to split `all` as above
+  // (windowed examples: the tail in order; dense ones: shuffled once). `standardize`: csv's
+  // per-column standardisation with training statistics.
+  Dataset(Examples all, std::optional<Examples> test, Vocab vocab, uint64_t seed, double validation,
+          bool standardize);
+
+  const std::string& origin() const { return train_->origin; }
+  int64_t size(Split s) const { return static_cast<int64_t>(indices(s).size()); }
+  ElemType feature_type() const { return train_->feature_type; }
+  const std::vector<int64_t>& feature_shape() const { return train_->feature_shape; }
+  const std::vector<int64_t>& label_shape() const { return train_->label_shape; }
+  int64_t feature_numel() const { return train_->feature_numel(); }
+  bool windowed() const { return train_->context > 0; }
+  // text: the characters; tokens: the size only; idx/csv: size 0.
+  const Vocab& vocab() const { return vocab_; }
+  // The source example numbers of a split, in the split's fixed order.
+  const std::vector<int64_t>& indices(Split s) const { return s == Split::Train ? train_idx_ : heldout_idx_; }
+  // csv with normalize: the training statistics applied (empty otherwise).
+  const std::vector<float>& feature_mean() const { return mean_; }
+  const std::vector<float>& feature_std() const { return std_; }
+
+  // Throws DataError unless one example's features fit an input of `example_shape`
+  // (element counts equal) and `type` is the features' type. `input` names the input.
+  void check_input(const std::string& input, ElemType type, const std::vector<int64_t>& example_shape) const;
+
+  // Fills `features` [n, example_shape...] and `labels` [n, label_shape...] with the split's
+  // examples at positions `pos` (positions in indices(split)).
+  void gather(Split split, std::span<const int64_t> pos, const std::vector<int64_t>& example_shape,
+              HostTensor& features, HostTensor& labels) const;
+
+  // The entropy in nats of the empirical distribution of the training split's targets
+  // (windowed sources: every target token of every training window; dense: the class labels):
+  // the loss of the best model that ignores its inputs.
+  double unigram_entropy() const;
+
+ private:
+  std::shared_ptr<Examples> train_, heldout_;  // heldout_ may be train_ (one source, split)
+  std::vector<int64_t> train_idx_, heldout_idx_;
+  Vocab vocab_;
+  std::vector<float> mean_, std_;
+};
+
+}  // namespace modelc::rt

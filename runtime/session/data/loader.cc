@@ -1,0 +1,170 @@
+// The batch stream (worker thread and bounded queue) and the training and evaluation loaders.
+#include "runtime/session/data/loader.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "runtime/session/data/file_io.h"
+
+namespace modelc::rt {
+
+void put_position(std::map<std::string, std::string>& metadata, const DataPosition& pos) {
+  metadata["data.epoch"] = std::to_string(pos.epoch);
+  metadata["data.batch"] = std::to_string(pos.batch);
+}
+
+DataPosition get_position(const std::map<std::string, std::string>& metadata, const std::string& origin) {
+  auto get = [&](const char* key) {
+    auto it = metadata.find(key);
+    if (it == metadata.end()) throw DataError(fmt::format("{}: metadata has no '{}' (the data position)", origin, key));
+    const std::string& s = it->second;
+    int64_t v = -1;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size() || v < 0)
+      throw DataError(fmt::format("{}: metadata '{}' is '{}', not a non-negative integer", origin, key, s));
+    return v;
+  };
+  return {get("data.epoch"), get("data.batch")};
+}
+
+BatchStream::BatchStream(Maker make, int64_t count, int prefetch)
+    : make_(std::move(make)), count_(count), depth_(prefetch > 0 ? static_cast<size_t>(prefetch) : 0) {
+  if (depth_ > 0) worker_ = std::thread([this] { work(); });
+}
+
+BatchStream::~BatchStream() {
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+void BatchStream::work() {
+  for (int64_t k = 0; count_ < 0 || k < count_; ++k) {
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      cv_.wait(lock, [&] { return stop_ || queue_.size() < depth_; });
+      if (stop_) return;
+    }
+    Batch b;
+    try {
+      b = make_(k);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(m_);
+      error_ = std::current_exception();
+      cv_.notify_all();
+      return;
+    }
+    std::lock_guard<std::mutex> lock(m_);
+    queue_.push_back(std::move(b));
+    cv_.notify_all();
+  }
+  std::lock_guard<std::mutex> lock(m_);
+  done_ = true;
+  cv_.notify_all();
+}
+
+std::optional<Batch> BatchStream::next() {
+  if (depth_ == 0) {
+    if (error_) std::rethrow_exception(error_);
+    if (count_ >= 0 && next_k_ >= count_) return std::nullopt;
+    try {
+      return make_(next_k_++);
+    } catch (...) {
+      error_ = std::current_exception();
+      throw;
+    }
+  }
+  std::unique_lock<std::mutex> lock(m_);
+  cv_.wait(lock, [&] { return !queue_.empty() || error_ || done_; });
+  if (!queue_.empty()) {
+    Batch b = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    cv_.notify_all();
+    return b;
+  }
+  if (error_) std::rethrow_exception(error_);
+  return std::nullopt;
+}
+
+namespace {
+
+// The training batches' maker: owns the current epoch's permutation (used by one thread).
+struct TrainMaker {
+  std::shared_ptr<const Dataset> data;
+  int64_t batch = 0, per_epoch = 0, start = 0;
+  uint64_t seed = 0;
+  std::vector<int64_t> shape;
+  int64_t perm_epoch = -1;
+  std::vector<int64_t> perm;
+
+  Batch operator()(int64_t k) {
+    const int64_t linear = start + k;
+    Batch b;
+    b.epoch = linear / per_epoch;
+    b.index = linear % per_epoch;
+    if (b.epoch != perm_epoch) {
+      perm = shuffled_indices(data->size(Split::Train), seed, static_cast<uint64_t>(b.epoch));
+      perm_epoch = b.epoch;
+    }
+    std::span<const int64_t> pos(perm.data() + b.index * batch, static_cast<size_t>(batch));
+    data->gather(Split::Train, pos, shape, b.features, b.labels);
+    return b;
+  }
+};
+
+}  // namespace
+
+TrainLoader::TrainLoader(std::shared_ptr<const Dataset> data, int64_t batch, std::vector<int64_t> example_shape,
+                         uint64_t seed, DataPosition start, int prefetch)
+    : data_(std::move(data)) {
+  if (batch < 1) throw DataError(fmt::format("{}: batch size {} must be positive", data_->origin(), batch));
+  data_->check_input("features", data_->feature_type(), example_shape);
+  const int64_t n = data_->size(Split::Train);
+  if (n < batch)
+    throw DataError(fmt::format("{}: the training split has {} examples, fewer than one batch of {}", data_->origin(), n, batch));
+  per_epoch_ = n / batch;
+  if (start.epoch < 0 || start.batch < 0 || start.batch >= per_epoch_)
+    throw DataError(fmt::format("{}: data position epoch {} batch {} is outside an epoch of {} batches (did the data or the "
+                                "batch size change since the checkpoint?)", data_->origin(), start.epoch, start.batch, per_epoch_));
+  if (__builtin_mul_overflow(start.epoch, per_epoch_, &next_linear_) || __builtin_add_overflow(next_linear_, start.batch, &next_linear_))
+    throw DataError(fmt::format("{}: data position epoch {} is too large", data_->origin(), start.epoch));
+  TrainMaker maker{data_, batch, per_epoch_, next_linear_, seed, std::move(example_shape), -1, {}};
+  stream_ = std::make_unique<BatchStream>(std::move(maker), -1, prefetch);
+}
+
+Batch TrainLoader::next() {
+  std::optional<Batch> b = stream_->next();
+  if (!b) throw DataError(data_->origin() + ": the training stream ended");  // cannot happen: it is endless
+  next_linear_ = b->epoch * per_epoch_ + b->index + 1;
+  return std::move(*b);
+}
+
+DataPosition TrainLoader::position() const { return {next_linear_ / per_epoch_, next_linear_ % per_epoch_}; }
+
+EvalLoader::EvalLoader(std::shared_ptr<const Dataset> data, Split split, int64_t batch, std::vector<int64_t> example_shape,
+                       int prefetch)
+    : data_(std::move(data)) {
+  if (batch < 1) throw DataError(fmt::format("{}: batch size {} must be positive", data_->origin(), batch));
+  data_->check_input("features", data_->feature_type(), example_shape);
+  const int64_t n = data_->size(split);
+  batches_ = (n + batch - 1) / batch;
+  auto make = [d = data_, split, batch, n, shape = std::move(example_shape)](int64_t k) {
+    Batch b;
+    b.index = k;
+    const int64_t lo = k * batch, hi = std::min(n, lo + batch);
+    std::vector<int64_t> pos;
+    for (int64_t p = lo; p < hi; ++p) pos.push_back(p);
+    d->gather(split, pos, shape, b.features, b.labels);
+    return b;
+  };
+  stream_ = std::make_unique<BatchStream>(std::move(make), batches_, prefetch);
+}
+
+std::optional<Batch> EvalLoader::next() { return stream_->next(); }
+
+}  // namespace modelc::rt

@@ -1,0 +1,109 @@
+// Batches from a Dataset: the training loader (reshuffled every epoch, last partial batch
+// dropped, endless, resumable) and the evaluation loader (split order, remainder kept as a
+// smaller final batch). Both can prepare the next batches on a worker thread.
+//
+// Epoch e's order is shuffled_indices(train size, seed, e): a pure function of the seed and
+// the epoch number, so a run resumed from a saved DataPosition sees exactly the batches an
+// uninterrupted run would.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/session/data/dataset.h"
+#include "runtime/base/tensor.h"
+
+namespace modelc::rt {
+
+// Where the training loader is: the epoch, and the batch within it, that it yields next.
+struct DataPosition {
+  int64_t epoch = 0;
+  int64_t batch = 0;
+  bool operator==(const DataPosition&) const = default;
+};
+
+// Stores a position in checkpoint metadata as "data.epoch" and "data.batch" (decimal).
+void put_position(std::map<std::string, std::string>& metadata, const DataPosition& pos);
+// Reads it back; throws DataError naming `origin` (the checkpoint file) when a key is
+// missing or not a non-negative integer.
+DataPosition get_position(const std::map<std::string, std::string>& metadata, const std::string& origin);
+
+struct Batch {
+  HostTensor features;  // [n, example shape...]
+  HostTensor labels;    // [n] or [n, T], i32
+  int64_t epoch = 0;    // training: the epoch; evaluation: 0
+  int64_t index = 0;    // the batch's number within its epoch (or evaluation pass)
+  int64_t size() const { return features.shape.empty() ? 0 : features.shape[0]; }
+};
+
+// Batches 0, 1, 2, ... made by `make(k)`, `count` of them (negative: without end). With
+// `prefetch` > 0 a worker thread makes up to `prefetch` batches ahead into a bounded queue;
+// an exception thrown by `make` reaches the caller of next() (after the batches made before
+// it), and every later call throws it again. With `prefetch` == 0, next() makes the batch
+// itself. The destructor stops and joins the worker.
+class BatchStream {
+ public:
+  using Maker = std::function<Batch(int64_t k)>;
+  BatchStream(Maker make, int64_t count, int prefetch);
+  ~BatchStream();
+  BatchStream(const BatchStream&) = delete;
+  BatchStream& operator=(const BatchStream&) = delete;
+  std::optional<Batch> next();  // nullopt after the last batch
+
+ private:
+  void work();
+  Maker make_;
+  int64_t count_;
+  size_t depth_;
+  int64_t next_k_ = 0;  // synchronous mode
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<Batch> queue_;
+  std::exception_ptr error_;
+  bool stop_ = false, done_ = false;
+  std::thread worker_;
+};
+
+class TrainLoader {
+ public:
+  // Throws DataError when the training split holds fewer than `batch` examples, when
+  // `example_shape` does not fit the data (Dataset::check_input), or when `start` lies
+  // outside an epoch.
+  TrainLoader(std::shared_ptr<const Dataset> data, int64_t batch, std::vector<int64_t> example_shape, uint64_t seed,
+              DataPosition start = {}, int prefetch = 2);
+  Batch next();                      // endless: epochs follow each other
+  DataPosition position() const;     // of the batch next() returns next
+  int64_t batches_per_epoch() const { return per_epoch_; }
+
+ private:
+  std::shared_ptr<const Dataset> data_;
+  int64_t per_epoch_ = 0;
+  int64_t next_linear_ = 0;  // epoch * per_epoch + batch of the next batch
+  std::unique_ptr<BatchStream> stream_;
+};
+
+class EvalLoader {
+ public:
+  // One pass over `split` in its fixed order; the last batch holds the remainder.
+  EvalLoader(std::shared_ptr<const Dataset> data, Split split, int64_t batch, std::vector<int64_t> example_shape,
+             int prefetch = 2);
+  std::optional<Batch> next();
+  int64_t batches() const { return batches_; }
+
+ private:
+  std::shared_ptr<const Dataset> data_;
+  int64_t batches_ = 0;
+  std::unique_ptr<BatchStream> stream_;
+};
+
+}  // namespace modelc::rt

@@ -1,0 +1,393 @@
+// Session: parameter initialisation, feeding (micro-batch split, runtime scalars) and the
+// parameter/state accessors of the embedding API.
+#include "runtime/session/session.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numbers>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/library.h"
+#include "runtime/device/cuda/cuda_device.h"
+#include "runtime/device/cuda/device.h"
+#include "runtime/execution/cuda/executor.h"
+#include "runtime/base/philox.h"
+
+namespace modelc::rt {
+
+namespace {
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+std::vector<int64_t> constant_shape(const BufferDesc& d) {
+  std::vector<int64_t> s;
+  for (const SizeExpr& e : d.shape) {
+    if (!e.is_constant()) return {-1};
+    s.push_back(e.eval({}));
+  }
+  return s;
+}
+
+}  // namespace
+
+void init_parameter(HostTensor& t, const Init& init, uint64_t seed, const std::string& name, ThreadPool& pool) {
+  if (t.type != ElemType::F32 && init.kind != Init::Kind::Zeros)
+    throw RuntimeError(fmt::format("parameter '{}': only f32 parameters can be initialised with ones/normal/uniform, "
+                                   "it is {}", name, elem_name(t.type)));
+  if (init.kind == Init::Kind::Zeros) {
+    std::fill(t.bytes.begin(), t.bytes.end(), 0);
+    return;
+  }
+  float* p = t.f32();
+  PhiloxKey key = dropout_key(seed, fnv1a(name));
+  const double a = init.a, b = init.b;
+  Init::Kind kind = init.kind;
+  pool.parallel_for(t.numel(), 4096, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      auto u = static_cast<uint64_t>(i);
+      PhiloxCounter w = philox4x32_10({static_cast<uint32_t>(u), static_cast<uint32_t>(u >> 32), 0x1A17u, 0u}, key);
+      double v = 1.0;
+      if (kind == Init::Kind::Uniform) {
+        v = a + (b - a) * (static_cast<double>(w[0]) / 4294967296.0);
+        if (v >= b && b > a) v = std::nextafter(b, a);  // [low, high)
+      } else if (kind == Init::Kind::Normal) {
+        // Box-Muller on two 32-bit uniforms, u1 in (0, 1] so the log is finite.
+        double u1 = (static_cast<double>(w[0]) + 1.0) / 4294967296.0;
+        double u2 = static_cast<double>(w[1]) / 4294967296.0;
+        v = a + b * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+      }
+      p[i] = static_cast<float>(v);
+    }
+  });
+}
+
+// The session's CUDA side: the device, the device copies of the parameters and optimizer
+// state (persistent_ holds the initial values and serves as the host staging area), and the
+// CUDA executors.
+struct Session::Cuda {
+  Cuda(const cuda::Driver& driver, int ordinal) : device(driver, ordinal) {}
+  ~Cuda() {
+    executors.clear();
+    for (cuda::DeviceTensor& t : persistent)
+      if (t.data != nullptr) device.allocator().free(t.data);
+  }
+  cuda::CudaDevice device;
+  std::vector<cuda::DeviceTensor> persistent;  // by buffer id
+  std::map<std::string, std::unique_ptr<cuda::CudaExecutor>> executors;
+  bool profiling = false;
+
+  void upload(uint32_t b, const HostTensor& t) {
+    const cuda::Driver& d = device.driver();
+    if (!t.bytes.empty())
+      MODELC_CU(d, cuMemcpyHtoDAsync_v2(reinterpret_cast<cuda::CUdeviceptr>(persistent[b].data), t.bytes.data(), t.bytes.size(),
+                                        device.stream()));
+    device.synchronize();
+  }
+  HostTensor download(uint32_t b) {
+    const cuda::DeviceTensor& src = persistent[b];
+    HostTensor t(src.type, src.shape);
+    if (!t.bytes.empty())
+      MODELC_CU(device.driver(), cuMemcpyDtoHAsync_v2(t.bytes.data(), reinterpret_cast<cuda::CUdeviceptr>(src.data),
+                                                      t.bytes.size(), device.stream()));
+    device.synchronize();
+    return t;
+  }
+};
+
+Session::Session(std::shared_ptr<const Program> program, SessionOptions options)
+    : program_(std::move(program)),
+      options_(options),
+      raw_memory_(options.memory_limit, "host"),
+      memory_("cpu", raw_memory_, events_),
+      last_grad_norm_(std::numeric_limits<float>::quiet_NaN()), pool_(options.threads) {
+  if (!program_) throw RuntimeError("Session: no program");
+  const Program& p = *program_;
+  seed_ = options.seed ? *options.seed : static_cast<uint64_t>(p.train.seed);
+  total_steps_ = options.total_steps > 0 ? options.total_steps : p.train.steps;
+  kernels::set_gemm_threading(kernels::GemmThreading::Pool, pool_.size());
+  persistent_.resize(p.buffers.size());
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    const BufferDesc& d = p.buffers[b];
+    if (d.role != BufferRole::Param && d.role != BufferRole::State) continue;
+    std::vector<int64_t> shape = constant_shape(d);
+    const char* what = d.role == BufferRole::Param ? "parameter" : "state";
+    for (int64_t x : shape)
+      if (x < 0) {
+        std::string expr = "[";
+        for (size_t i = 0; i < d.shape.size(); ++i) expr += (i ? "," : "") + d.shape[i].str(p.symbols);
+        expr += "]";
+        throw RuntimeError(fmt::format("model '{}': {} '{}' has shape {}, which is not constant", p.model, what, d.name,
+                                       expr));
+      }
+    persistent_[b] = HostTensor(d.type, shape);
+    if (d.role == BufferRole::Param) init_parameter(persistent_[b], d.init, seed_, d.name, pool_);
+  }
+  choose_device();
+}
+
+void Session::choose_device() {
+  const cuda::DeviceSpec spec = cuda::parse_device(options_.device);
+  if (spec.kind == cuda::DeviceSpec::Kind::Cpu) return;
+  const cuda::Driver& driver = cuda::Driver::instance();
+  cuda::DeviceChoice choice = cuda::choose_device(spec, driver);  // an explicit cuda that cannot be used throws
+  std::string why = choice.cuda ? cuda::cuda_unsupported(*program_) : choice.reason;
+  if (!why.empty()) {
+    if (spec.kind == cuda::DeviceSpec::Kind::Cuda)
+      throw RuntimeError(fmt::format("model '{}' cannot run on {}: {}", program_->model, spec.str(), why));
+    device_note_ = why;
+    return;
+  }
+  cuda_ = std::make_unique<Cuda>(driver, choice.device->ordinal);
+  cuda_->device.set_allow_tf32(options_.allow_tf32);
+  const Program& p = *program_;
+  cuda_->persistent.resize(p.buffers.size());
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    const BufferRole r = p.buffers[b].role;
+    if (r != BufferRole::Param && r != BufferRole::State) continue;
+    cuda::DeviceTensor& t = cuda_->persistent[b];
+    t.type = persistent_[b].type;
+    t.shape = persistent_[b].shape;
+    t.data = cuda_->device.allocator().allocate(std::max<size_t>(t.bytes(), 1), cuda::stream_id(cuda_->device.stream()));
+    cuda_->upload(static_cast<uint32_t>(b), persistent_[b]);
+  }
+}
+
+void Session::set_profiling(bool on) {
+  if (!cuda_) throw RuntimeError("profiling needs a CUDA device; this session runs on the CPU");
+  cuda_->profiling = on;
+  for (auto& [name, e] : cuda_->executors) e->set_profiling(on);
+}
+
+std::vector<cuda::InstrTime> Session::profile(const std::string& fn) const {
+  if (!cuda_) throw RuntimeError("profiling needs a CUDA device; this session runs on the CPU");
+  auto it = cuda_->executors.find(fn);
+  return it == cuda_->executors.end() ? std::vector<cuda::InstrTime>{} : it->second->profile();
+}
+
+std::string Session::device() const { return cuda_ ? cuda_->device.context().info().str() : "cpu"; }
+
+Session::~Session() = default;
+
+double Session::current_lr() const { return program_->train.schedule.lr_at(step_, total_steps_); }
+
+void Session::set_step(int64_t step) {
+  if (step < 0) throw RuntimeError(fmt::format("Session::set_step: step must be >= 0, got {}", step));
+  step_ = step;
+}
+
+Executor& Session::executor(const std::string& name) {
+  auto it = executors_.find(name);
+  if (it != executors_.end()) return *it->second;
+  const Function* fn = program_->function(name);
+  if (!fn) throw RuntimeError(fmt::format("model '{}' has no function '{}'", program_->model, name));
+  auto e = std::make_unique<Executor>(*program_, *fn, pool_, persistent_, ExecutorOptions{.arena = options_.arena, .allocator = &memory_});
+  return *executors_.emplace(name, std::move(e)).first->second;
+}
+
+Session::Started Session::start(const std::string& name, const std::map<std::string, HostTensor>& batch) {
+  const Program& p = *program_;
+  const Function* fnp = p.function(name);
+  if (!fnp) throw RuntimeError(fmt::format("model '{}' has no function '{}'", p.model, name));
+  const Function& fn = *fnp;
+  // Names the program does not know are misspellings.
+  for (const auto& [in, t] : batch) {
+    bool known = false;
+    for (const BufferDesc& d : p.buffers) known = known || (d.role == BufferRole::Input && d.name == in);
+    for (const Function& f : p.functions)
+      for (const Feed& fd : f.feeds) known = known || fd.name == in;
+    if (!known || in.starts_with("$"))
+      throw RuntimeError(fmt::format("function '{}': the model has no input '{}'", name, in));
+  }
+  uint32_t mb = std::max<uint32_t>(fn.micro_batches, 1);
+  std::map<std::string, std::vector<HostTensor>> parts;  // split inputs, when mb > 1
+  std::vector<HostTensor> scalars;
+  scalars.reserve(fn.feeds.size());
+  std::vector<const HostTensor*> feeds;
+  for (const Feed& f : fn.feeds) {
+    if (f.name.starts_with("$")) {
+      double v = 0;
+      if (f.name == "$lr") v = current_lr();
+      else if (f.name == "$t") v = static_cast<double>(step_ + 1);
+      else throw RuntimeError(fmt::format("function '{}': unknown runtime input '{}'", name, f.name));
+      std::vector<int64_t> shape = constant_shape(p.buffers[f.buffer]);
+      if (!shape.empty() && shape[0] < 0) shape.clear();
+      HostTensor t(ElemType::F32, shape);
+      for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = static_cast<float>(v);
+      scalars.push_back(std::move(t));
+      feeds.push_back(&scalars.back());
+      continue;
+    }
+    auto it = batch.find(f.name);
+    if (it == batch.end()) throw RuntimeError(fmt::format("function '{}': missing input '{}'", name, f.name));
+    const HostTensor& t = it->second;
+    if (mb == 1) {
+      feeds.push_back(&t);
+      continue;
+    }
+    auto& ps = parts[f.name];
+    if (ps.empty()) {
+      if (t.bytes.size() != static_cast<size_t>(t.numel()) * elem_bytes(t.type))
+        throw RuntimeError(fmt::format("function '{}': input '{}' holds {} bytes, but its shape {} needs {}", name, f.name,
+                                       t.bytes.size(), t.shape_str(), static_cast<size_t>(t.numel()) * elem_bytes(t.type)));
+      if (t.shape.empty() || t.shape[0] % mb != 0)
+        throw RuntimeError(fmt::format("function '{}': input '{}' has shape {}, whose first dim does not split into {} "
+                                       "micro-batches", name, f.name, t.shape_str(), mb));
+      std::vector<int64_t> s = t.shape;
+      s[0] /= mb;
+      for (uint32_t m = 0; m < mb; ++m) {
+        HostTensor part(t.type, s);
+        if (!part.bytes.empty()) std::memcpy(part.bytes.data(), t.bytes.data() + m * part.bytes.size(), part.bytes.size());
+        ps.push_back(std::move(part));
+      }
+    }
+    if (f.micro >= mb)
+      throw RuntimeError(fmt::format("function '{}': feed '{}' names micro-batch {} of {}", name, f.name, f.micro, mb));
+    feeds.push_back(&ps[f.micro]);
+  }
+  std::map<std::string, int64_t> symbols{{"$seed", static_cast<int64_t>(seed_)}, {"$step", step_}};
+  int64_t fed = 0;
+  for (const HostTensor* t : feeds) fed += t ? static_cast<int64_t>(t->bytes.size()) : 0;
+  Started started;
+  if (cuda_) {
+    auto it = cuda_->executors.find(name);
+    if (it == cuda_->executors.end()) {
+      it = cuda_->executors.emplace(name, std::make_unique<cuda::CudaExecutor>(p, fn, cuda_->device, cuda_->persistent)).first;
+      if (cuda_->profiling) it->second->set_profiling(true);
+    }
+    started.exec = it->second.get();
+    started.run = started.exec->launch(feeds, symbols);
+    return started;
+  }
+  input_peak_ = std::max(input_peak_, fed);
+  started.outputs = executor(name).run(feeds, symbols);
+  return started;
+}
+
+Session::Started::Started() = default;
+Session::Started::Started(Started&&) noexcept = default;
+Session::Started& Session::Started::operator=(Started&&) noexcept = default;
+Session::Started::~Started() = default;
+
+std::map<std::string, HostTensor> Session::complete(Started s) {
+  return s.exec != nullptr ? s.exec->finish(std::move(s.run)) : std::move(s.outputs);
+}
+
+std::map<std::string, HostTensor> Session::run(const std::string& name, const std::map<std::string, HostTensor>& batch) {
+  return complete(start(name, batch));
+}
+
+float Session::train_step(const std::map<std::string, HostTensor>& batch) {
+  if (!pending_.empty())
+    throw RuntimeError(fmt::format("Session::train_step: {} submitted step{} not finished; call finish_step() first",
+                                   pending_.size(), pending_.size() == 1 ? " is" : "s are"));
+  submit_step(batch);
+  return finish_step().loss;
+}
+
+void Session::submit_step(const std::map<std::string, HostTensor>& batch) {
+  pending_.push_back(start("train_step", batch));
+  ++step_;
+}
+
+StepResult Session::finish_step() {
+  if (pending_.empty()) throw RuntimeError("Session::finish_step: no step was submitted");
+  Started s = std::move(pending_.front());
+  pending_.pop_front();
+  StepResult r;
+  r.outputs = complete(std::move(s));
+  auto it = r.outputs.find("loss");
+  if (it == r.outputs.end() || it->second.type != ElemType::F32 || it->second.numel() != 1)
+    throw RuntimeError("function 'train_step' has no f32 scalar output 'loss'");
+  r.loss = it->second.f32()[0];
+  auto gn = r.outputs.find("grad_norm");
+  r.grad_norm = gn != r.outputs.end() && gn->second.type == ElemType::F32 && gn->second.numel() == 1
+                    ? gn->second.f32()[0] : std::numeric_limits<float>::quiet_NaN();
+  last_grad_norm_ = r.grad_norm;
+  return r;
+}
+
+std::map<std::string, HostTensor> Session::eval(const std::map<std::string, HostTensor>& batch) {
+  return run("eval", batch);
+}
+
+MemoryUsage Session::memory_usage() const {
+  MemoryUsage u;
+  for (const HostTensor& t : persistent_) u.persistent += static_cast<int64_t>(t.bytes.size());
+  if (cuda_) {
+    // The device copies of the parameters and state are the allocator's too (in rounded
+    // blocks): count them once, as persistent.
+    u.allocator = cuda_->device.allocator().stats();
+    for (const cuda::DeviceTensor& t : cuda_->persistent)
+      if (t.data != nullptr)
+        u.allocator.all.allocated_bytes.peak -= static_cast<int64_t>(cuda_->device.allocator().allocation_size(t.data));
+    return u;
+  }
+  u.inputs = input_peak_;
+  u.allocator = memory_.stats();
+  return u;
+}
+
+std::string Session::memory_summary() const {
+  return cuda_ ? cuda_->device.allocator().memory_summary() : memory_.memory_summary();
+}
+
+void Session::reset_peak_memory() {
+  if (cuda_) cuda_->device.allocator().reset_peak();
+  memory_.reset_peak();
+  input_peak_ = 0;
+}
+
+uint32_t Session::persistent_id(const std::string& name, BufferRole role) const {
+  for (size_t b = 0; b < program_->buffers.size(); ++b)
+    if (program_->buffers[b].role == role && program_->buffers[b].name == name) return static_cast<uint32_t>(b);
+  throw RuntimeError(fmt::format("model '{}' has no {} '{}'", program_->model,
+                                 role == BufferRole::Param ? "parameter" : "optimizer state", name));
+}
+
+static std::vector<std::string> names_of(const Program& p, BufferRole role) {
+  std::vector<std::string> r;
+  for (const BufferDesc& d : p.buffers)
+    if (d.role == role) r.push_back(d.name);
+  return r;
+}
+
+std::vector<std::string> Session::param_names() const { return names_of(*program_, BufferRole::Param); }
+std::vector<std::string> Session::state_names() const { return names_of(*program_, BufferRole::State); }
+HostTensor Session::param(const std::string& name) const {
+  const uint32_t b = persistent_id(name, BufferRole::Param);
+  return cuda_ ? cuda_->download(b) : persistent_[b];
+}
+HostTensor Session::state(const std::string& name) const {
+  const uint32_t b = persistent_id(name, BufferRole::State);
+  return cuda_ ? cuda_->download(b) : persistent_[b];
+}
+
+static void assign(HostTensor& dst, const HostTensor& src, const char* what, const std::string& name) {
+  if (src.type != dst.type || src.shape != dst.shape)
+    throw RuntimeError(fmt::format("set_{} '{}': got {}{}, expected {}{}", what, name, elem_name(src.type), src.shape_str(),
+                                   elem_name(dst.type), dst.shape_str()));
+  if (src.bytes.size() != dst.bytes.size())
+    throw RuntimeError(fmt::format("set_{} '{}': the tensor holds {} bytes, its shape {} needs {}", what, name,
+                                   src.bytes.size(), src.shape_str(), dst.bytes.size()));
+  std::memcpy(dst.bytes.data(), src.bytes.data(), dst.bytes.size());  // in place: executors hold the pointer
+}
+
+void Session::set_param(const std::string& name, const HostTensor& value) {
+  const uint32_t b = persistent_id(name, BufferRole::Param);
+  assign(persistent_[b], value, "param", name);
+  if (cuda_) cuda_->upload(b, persistent_[b]);
+}
+void Session::set_state(const std::string& name, const HostTensor& value) {
+  const uint32_t b = persistent_id(name, BufferRole::State);
+  assign(persistent_[b], value, "state", name);
+  if (cuda_) cuda_->upload(b, persistent_[b]);
+}
+
+}  // namespace modelc::rt
