@@ -1,5 +1,7 @@
 // Session: parameter initialisation, feeding (micro-batch split, runtime scalars) and the
-// parameter/state accessors of the embedding API.
+// parameter/state accessors of the embedding API. Whatever differs by device (the
+// executors, the device copies, memory, profiling) is the backend's
+// (runtime/execution/backend.h), chosen in choose_device.
 #include "runtime/session/session.h"
 
 #include <fmt/format.h>
@@ -10,10 +12,6 @@
 #include <numbers>
 
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/library.h"
-#include "runtime/device/cuda/cuda_device.h"
-#include "runtime/device/cuda/device.h"
-#include "runtime/execution/cuda/executor.h"
 #include "runtime/base/philox.h"
 
 namespace modelc::rt {
@@ -68,44 +66,9 @@ void init_parameter(HostTensor& t, const Init& init, uint64_t seed, const std::s
   });
 }
 
-// The session's CUDA side: the device, the device copies of the parameters and optimizer
-// state (persistent_ holds the initial values and serves as the host staging area), and the
-// CUDA executors.
-struct Session::Cuda {
-  Cuda(const cuda::Driver& driver, int ordinal) : device(driver, ordinal) {}
-  ~Cuda() {
-    executors.clear();
-    for (cuda::DeviceTensor& t : persistent)
-      if (t.data != nullptr) device.allocator().free(t.data);
-  }
-  cuda::CudaDevice device;
-  std::vector<cuda::DeviceTensor> persistent;  // by buffer id
-  std::map<std::string, std::unique_ptr<cuda::CudaExecutor>> executors;
-  bool profiling = false;
-
-  void upload(uint32_t b, const HostTensor& t) {
-    const cuda::Driver& d = device.driver();
-    if (!t.bytes.empty())
-      MODELC_CU(d, cuMemcpyHtoDAsync_v2(reinterpret_cast<cuda::CUdeviceptr>(persistent[b].data), t.bytes.data(), t.bytes.size(),
-                                        device.stream()));
-    device.synchronize();
-  }
-  HostTensor download(uint32_t b) {
-    const cuda::DeviceTensor& src = persistent[b];
-    HostTensor t(src.type, src.shape);
-    if (!t.bytes.empty())
-      MODELC_CU(device.driver(), cuMemcpyDtoHAsync_v2(t.bytes.data(), reinterpret_cast<cuda::CUdeviceptr>(src.data),
-                                                      t.bytes.size(), device.stream()));
-    device.synchronize();
-    return t;
-  }
-};
-
 Session::Session(std::shared_ptr<const Program> program, SessionOptions options)
     : program_(std::move(program)),
       options_(options),
-      raw_memory_(options.memory_limit, "host"),
-      memory_("cpu", raw_memory_, events_),
       last_grad_norm_(std::numeric_limits<float>::quiet_NaN()), pool_(options.threads) {
   if (!program_) throw RuntimeError("Session: no program");
   const Program& p = *program_;
@@ -132,46 +95,19 @@ Session::Session(std::shared_ptr<const Program> program, SessionOptions options)
   choose_device();
 }
 
+// The backend runs on persistent_, initialised by then.
 void Session::choose_device() {
-  const cuda::DeviceSpec spec = cuda::parse_device(options_.device);
-  if (spec.kind == cuda::DeviceSpec::Kind::Cpu) return;
-  const cuda::Driver& driver = cuda::Driver::instance();
-  cuda::DeviceChoice choice = cuda::choose_device(spec, driver);  // an explicit cuda that cannot be used throws
-  std::string why = choice.cuda ? cuda::cuda_unsupported(*program_) : choice.reason;
-  if (!why.empty()) {
-    if (spec.kind == cuda::DeviceSpec::Kind::Cuda)
-      throw RuntimeError(fmt::format("model '{}' cannot run on {}: {}", program_->model, spec.str(), why));
-    device_note_ = why;
-    return;
-  }
-  cuda_ = std::make_unique<Cuda>(driver, choice.device->ordinal);
-  cuda_->device.set_allow_tf32(options_.allow_tf32);
-  const Program& p = *program_;
-  cuda_->persistent.resize(p.buffers.size());
-  for (size_t b = 0; b < p.buffers.size(); ++b) {
-    const BufferRole r = p.buffers[b].role;
-    if (r != BufferRole::Param && r != BufferRole::State) continue;
-    cuda::DeviceTensor& t = cuda_->persistent[b];
-    t.type = persistent_[b].type;
-    t.shape = persistent_[b].shape;
-    t.data = cuda_->device.allocator().allocate(std::max<size_t>(t.bytes(), 1), cuda::stream_id(cuda_->device.stream()));
-    cuda_->upload(static_cast<uint32_t>(b), persistent_[b]);
-  }
+  backend_ = make_backend(*program_, persistent_, pool_,
+                          BackendOptions{.device = options_.device, .arena = options_.arena,
+                                         .memory_limit = options_.memory_limit, .allow_tf32 = options_.allow_tf32},
+                          device_note_);
 }
 
-void Session::set_profiling(bool on) {
-  if (!cuda_) throw RuntimeError("profiling needs a CUDA device; this session runs on the CPU");
-  cuda_->profiling = on;
-  for (auto& [name, e] : cuda_->executors) e->set_profiling(on);
-}
+void Session::set_profiling(bool on) { backend_->set_profiling(on); }
 
-std::vector<cuda::InstrTime> Session::profile(const std::string& fn) const {
-  if (!cuda_) throw RuntimeError("profiling needs a CUDA device; this session runs on the CPU");
-  auto it = cuda_->executors.find(fn);
-  return it == cuda_->executors.end() ? std::vector<cuda::InstrTime>{} : it->second->profile();
-}
+std::vector<cuda::InstrTime> Session::profile(const std::string& fn) const { return backend_->profile(fn); }
 
-std::string Session::device() const { return cuda_ ? cuda_->device.context().info().str() : "cpu"; }
+std::string Session::device() const { return backend_->description(); }
 
 Session::~Session() = default;
 
@@ -182,16 +118,7 @@ void Session::set_step(int64_t step) {
   step_ = step;
 }
 
-Executor& Session::executor(const std::string& name) {
-  auto it = executors_.find(name);
-  if (it != executors_.end()) return *it->second;
-  const Function* fn = program_->function(name);
-  if (!fn) throw RuntimeError(fmt::format("model '{}' has no function '{}'", program_->model, name));
-  auto e = std::make_unique<Executor>(*program_, *fn, pool_, persistent_, ExecutorOptions{.arena = options_.arena, .allocator = &memory_});
-  return *executors_.emplace(name, std::move(e)).first->second;
-}
-
-Session::Started Session::start(const std::string& name, const std::map<std::string, HostTensor>& batch) {
+std::unique_ptr<BackendRun> Session::start(const std::string& name, const std::map<std::string, HostTensor>& batch) {
   const Program& p = *program_;
   const Function* fnp = p.function(name);
   if (!fnp) throw RuntimeError(fmt::format("model '{}' has no function '{}'", p.model, name));
@@ -252,35 +179,11 @@ Session::Started Session::start(const std::string& name, const std::map<std::str
     feeds.push_back(&ps[f.micro]);
   }
   std::map<std::string, int64_t> symbols{{"$seed", static_cast<int64_t>(seed_)}, {"$step", step_}};
-  int64_t fed = 0;
-  for (const HostTensor* t : feeds) fed += t ? static_cast<int64_t>(t->bytes.size()) : 0;
-  Started started;
-  if (cuda_) {
-    auto it = cuda_->executors.find(name);
-    if (it == cuda_->executors.end()) {
-      it = cuda_->executors.emplace(name, std::make_unique<cuda::CudaExecutor>(p, fn, cuda_->device, cuda_->persistent)).first;
-      if (cuda_->profiling) it->second->set_profiling(true);
-    }
-    started.exec = it->second.get();
-    started.run = started.exec->launch(feeds, symbols);
-    return started;
-  }
-  input_peak_ = std::max(input_peak_, fed);
-  started.outputs = executor(name).run(feeds, symbols);
-  return started;
-}
-
-Session::Started::Started() = default;
-Session::Started::Started(Started&&) noexcept = default;
-Session::Started& Session::Started::operator=(Started&&) noexcept = default;
-Session::Started::~Started() = default;
-
-std::map<std::string, HostTensor> Session::complete(Started s) {
-  return s.exec != nullptr ? s.exec->finish(std::move(s.run)) : std::move(s.outputs);
+  return backend_->start(fn, feeds, symbols);
 }
 
 std::map<std::string, HostTensor> Session::run(const std::string& name, const std::map<std::string, HostTensor>& batch) {
-  return complete(start(name, batch));
+  return start(name, batch)->finish();
 }
 
 float Session::train_step(const std::map<std::string, HostTensor>& batch) {
@@ -298,10 +201,10 @@ void Session::submit_step(const std::map<std::string, HostTensor>& batch) {
 
 StepResult Session::finish_step() {
   if (pending_.empty()) throw RuntimeError("Session::finish_step: no step was submitted");
-  Started s = std::move(pending_.front());
+  std::unique_ptr<BackendRun> s = std::move(pending_.front());
   pending_.pop_front();
   StepResult r;
-  r.outputs = complete(std::move(s));
+  r.outputs = s->finish();
   auto it = r.outputs.find("loss");
   if (it == r.outputs.end() || it->second.type != ElemType::F32 || it->second.numel() != 1)
     throw RuntimeError("function 'train_step' has no f32 scalar output 'loss'");
@@ -318,31 +221,14 @@ std::map<std::string, HostTensor> Session::eval(const std::map<std::string, Host
 }
 
 MemoryUsage Session::memory_usage() const {
-  MemoryUsage u;
+  MemoryUsage u = backend_->memory_usage();
   for (const HostTensor& t : persistent_) u.persistent += static_cast<int64_t>(t.bytes.size());
-  if (cuda_) {
-    // The device copies of the parameters and state are the allocator's too (in rounded
-    // blocks): count them once, as persistent.
-    u.allocator = cuda_->device.allocator().stats();
-    for (const cuda::DeviceTensor& t : cuda_->persistent)
-      if (t.data != nullptr)
-        u.allocator.all.allocated_bytes.peak -= static_cast<int64_t>(cuda_->device.allocator().allocation_size(t.data));
-    return u;
-  }
-  u.inputs = input_peak_;
-  u.allocator = memory_.stats();
   return u;
 }
 
-std::string Session::memory_summary() const {
-  return cuda_ ? cuda_->device.allocator().memory_summary() : memory_.memory_summary();
-}
+std::string Session::memory_summary() const { return backend_->memory_summary(); }
 
-void Session::reset_peak_memory() {
-  if (cuda_) cuda_->device.allocator().reset_peak();
-  memory_.reset_peak();
-  input_peak_ = 0;
-}
+void Session::reset_peak_memory() { backend_->reset_peak_memory(); }
 
 uint32_t Session::persistent_id(const std::string& name, BufferRole role) const {
   for (size_t b = 0; b < program_->buffers.size(); ++b)
@@ -362,11 +248,11 @@ std::vector<std::string> Session::param_names() const { return names_of(*program
 std::vector<std::string> Session::state_names() const { return names_of(*program_, BufferRole::State); }
 HostTensor Session::param(const std::string& name) const {
   const uint32_t b = persistent_id(name, BufferRole::Param);
-  return cuda_ ? cuda_->download(b) : persistent_[b];
+  return backend_->read_persistent(b);
 }
 HostTensor Session::state(const std::string& name) const {
   const uint32_t b = persistent_id(name, BufferRole::State);
-  return cuda_ ? cuda_->download(b) : persistent_[b];
+  return backend_->read_persistent(b);
 }
 
 static void assign(HostTensor& dst, const HostTensor& src, const char* what, const std::string& name) {
@@ -382,12 +268,12 @@ static void assign(HostTensor& dst, const HostTensor& src, const char* what, con
 void Session::set_param(const std::string& name, const HostTensor& value) {
   const uint32_t b = persistent_id(name, BufferRole::Param);
   assign(persistent_[b], value, "param", name);
-  if (cuda_) cuda_->upload(b, persistent_[b]);
+  backend_->write_persistent(b);
 }
 void Session::set_state(const std::string& name, const HostTensor& value) {
   const uint32_t b = persistent_id(name, BufferRole::State);
   assign(persistent_[b], value, "state", name);
-  if (cuda_) cuda_->upload(b, persistent_[b]);
+  backend_->write_persistent(b);
 }
 
 }  // namespace modelc::rt

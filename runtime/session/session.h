@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/execution/backend.h"
 #include "runtime/execution/cpu/executor.h"
 #include "runtime/device/cpu/thread_pool.h"
 #include "runtime/base/error.h"
@@ -34,11 +35,6 @@
 #include "runtime/base/tensor.h"
 
 namespace modelc::rt {
-namespace cuda {
-struct InstrTime;
-class CudaRun;
-class CudaExecutor;
-}
 
 // What a training step returned (Session::finish_step).
 struct StepResult {
@@ -74,17 +70,8 @@ struct SessionOptions {
   bool allow_tf32 = false;
 };
 
-// What a session holds, and the most it held at once (the measured side of the memory
-// plan's prediction, compiler/passes/memory_report.h).
-struct MemoryUsage {
-  int64_t persistent = 0;  // parameters and optimizer state
-  int64_t inputs = 0;      // CPU: the most bytes one call was fed (read in place; micro-batch
-                           // copies); CUDA: 0, the inputs' device copies are the allocator's
-  MemoryStats allocator;   // the caching allocator's statistics (arenas; on CUDA also the
-                           // fed inputs, kernel tables and library workspace)
-  // persistent + inputs + the allocator's peak of allocated bytes since reset_peak_memory.
-  int64_t peak() const { return persistent + inputs + allocator.all.allocated_bytes.peak; }
-};
+// MemoryUsage (what a session holds, and the most it held at once) is the backend's:
+// runtime/execution/backend.h.
 
 class Session {
  public:
@@ -143,7 +130,7 @@ class Session {
   int threads() const { return pool_.size(); }
   // "cpu", or the CUDA device ("cuda:0 NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)").
   std::string device() const;
-  bool on_cuda() const { return cuda_ != nullptr; }
+  bool on_cuda() const { return backend_->is_cuda(); }
   // Why auto chose the CPU ("" when it chose CUDA or the CPU was asked for).
   const std::string& device_note() const { return device_note_; }
   int64_t total_steps() const { return total_steps_; }
@@ -163,41 +150,26 @@ class Session {
   void reset_peak_memory();
 
  private:
-  struct Cuda;
-  // A function's run, started: in flight on CUDA, done on the CPU.
-  struct Started {
-    cuda::CudaExecutor* exec = nullptr;
-    std::unique_ptr<cuda::CudaRun> run;
-    std::map<std::string, HostTensor> outputs;  // the CPU's
-    Started();
-    Started(Started&&) noexcept;
-    Started& operator=(Started&&) noexcept;
-    ~Started();
-  };
-  Executor& executor(const std::string& fn);
   void choose_device();
-  Started start(const std::string& fn, const std::map<std::string, HostTensor>& batch);
-  std::map<std::string, HostTensor> complete(Started s);
+  std::unique_ptr<BackendRun> start(const std::string& fn, const std::map<std::string, HostTensor>& batch);
   std::map<std::string, HostTensor> run(const std::string& fn, const std::map<std::string, HostTensor>& batch);
   uint32_t persistent_id(const std::string& name, BufferRole role) const;
 
   std::shared_ptr<const Program> program_;
   SessionOptions options_;
-  // Declared before the executors, which free their arenas into it.
-  HostRawAllocator raw_memory_;
-  ImmediateEventBackend events_;
-  CachingAllocator memory_;
-  int64_t input_peak_ = 0;
   uint64_t seed_ = 0;
   int64_t total_steps_ = 0;
   int64_t step_ = 0;
   float last_grad_norm_;
   ThreadPool pool_;
-  std::vector<HostTensor> persistent_;  // by buffer id: params and state
-  std::map<std::string, std::unique_ptr<Executor>> executors_;
+  // By buffer id: params and state; the backend's store (runtime/execution/backend.h: on the
+  // CPU the values, on CUDA the initial values and the staging area of set_param/set_state).
+  std::vector<HostTensor> persistent_;
   std::string device_note_;
-  std::unique_ptr<Cuda> cuda_;  // set when running on CUDA; the device copies of persistent_
-  std::deque<Started> pending_;  // submitted steps, oldest first (destroyed before cuda_)
+  // Where the functions run (runtime/execution/backend.h); declared after what it runs on
+  // (the program, the pool, the store), which outlive it.
+  std::unique_ptr<Backend> backend_;
+  std::deque<std::unique_ptr<BackendRun>> pending_;  // submitted steps, oldest first (destroyed before backend_)
 };
 
 // The initial values of a parameter: a pure function of (init, seed, name) and the shape.

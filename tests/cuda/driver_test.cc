@@ -18,15 +18,6 @@ using rt::cuda::DeviceSpec;
 using rt::cuda::Driver;
 using rt::cuda::parse_device;
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
 TEST(CudaDriver, AMissingLibraryIsUnavailableWithTheLoadersReason) {
   Driver d("/nonexistent/libcuda.so.1");
   EXPECT_FALSE(d.available());

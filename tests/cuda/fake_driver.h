@@ -1,6 +1,6 @@
 // Access to the fake CUDA driver (tests/cuda/fake/fake_cuda.cc) from the tests: its path, a
-// Driver loaded from it, its test-side entry points, and a scoped environment variable (the
-// fake reads its settings from the environment at each call).
+// Driver loaded from it, its test-side entry points, a scoped environment variable (the
+// fake reads its settings from the environment at each call), and the message of an error.
 #pragma once
 
 #include <dlfcn.h>
@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -83,6 +85,16 @@ inline void fake_register(const char* name, void (*fn)(void* const*, const int64
 // A stand-in for a kernel with its own parameters: it gets cuLaunchKernel's parameter array.
 inline void fake_register_raw(const char* name, void (*fn)(void**)) {
   fake_entry<void (*)(const char*, void (*)(void**))>("fake_cuda_register_raw_kernel")(name, fn);
+}
+
+// What `f` threw (its what()), or "(no exception)".
+inline std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
 }
 
 }  // namespace modelc::test

@@ -16,15 +16,6 @@ namespace {
 
 using namespace rt::cuda;
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
 Driver& fake() {
   static Driver d(fake_libcuda());
   return d;

@@ -158,15 +158,6 @@ std::shared_ptr<rt::Program> toy_program(bool with_ptx) {
   return std::make_shared<rt::Program>(std::move(pb.p));
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
 class CudaSession : public ::testing::Test {
  protected:
   void SetUp() override {

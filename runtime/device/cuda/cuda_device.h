@@ -27,6 +27,7 @@ class CudaDevice {
   const Context& context() const { return ctx_; }
   const Driver& driver() const { return ctx_.driver(); }
   CachingAllocator& allocator() { return *alloc_; }
+  const CachingAllocator& allocator() const { return *alloc_; }  // its statistics and summary
   CachingAllocator& pinned() { return *pinned_; }
   // Compute stream 0, where a run starts and ends.
   CUstream stream() const { return stream_; }

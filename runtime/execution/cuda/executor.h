@@ -25,6 +25,7 @@
 
 #include "runtime/device/cuda/driver_api.h"
 #include "runtime/execution/function_layout.h"
+#include "runtime/execution/instr_time.h"
 #include "runtime/base/program.h"
 #include "runtime/execution/streams.h"
 #include "runtime/base/tensor.h"
@@ -61,17 +62,6 @@ struct DeviceTensor {
 // Why `program` cannot run on CUDA ("" when it can): it has kernels but no GPU code, or a
 // library op without a CUDA implementation.
 std::string cuda_unsupported(const Program& program);
-
-// The time one instruction of a function took on the GPU (CudaExecutor::set_profiling).
-struct InstrTime {
-  std::string name;   // the kernel's name, or the library op's
-  std::string where;  // the source location
-  double ms = 0;      // total over the runs
-  int64_t runs = 0;
-  int64_t bytes = 0;  // read and written by one run (inputs + outputs at the last layout)
-  bool kernel = false;
-  uint32_t nodes = 1;  // IR nodes fused into the kernel
-};
 
 class CudaExecutor {
  public:
