@@ -1,5 +1,5 @@
 // conv2d, conv2d_grad_input and conv2d_grad_weight on the CPU: the shared geometry, the
-// im2col + sgemm backend and the table entries that dispatch to the chosen backend.
+// im2col + sgemm backend and the table's entries (conv.h) that dispatch to the chosen backend.
 //
 // im2col lays the receptive fields of a block of images out as a matrix col [Cg*KH*KW,
 // images*HO*WO] per group, so that each group's convolution is ONE sgemm over the whole
@@ -73,22 +73,22 @@ std::atomic<ConvBackend>& backend_slot() {
   return b;
 }
 
+}  // namespace
+
 // f16 / bf16 operands (autocast, docs/precision.md) are widened to f32 around the f32
 // convolution and its result rounded back (run_widened): accumulation in f32.
-void conv2d(const LibCall& c) {
-  if (run_widened(c, conv2d)) return;
+void conv2d_cpu(const LibCall& c) {
+  if (run_widened(c, conv2d_cpu)) return;
   conv_backend() == ConvBackend::OneDnn ? conv2d_onednn(c) : conv2d_im2col(c);
 }
-void conv2d_grad_input(const LibCall& c) {
-  if (run_widened(c, conv2d_grad_input)) return;
+void conv2d_grad_input_cpu(const LibCall& c) {
+  if (run_widened(c, conv2d_grad_input_cpu)) return;
   conv_backend() == ConvBackend::OneDnn ? conv2d_grad_input_onednn(c) : conv2d_grad_input_im2col(c);
 }
-void conv2d_grad_weight(const LibCall& c) {
-  if (run_widened(c, conv2d_grad_weight)) return;
+void conv2d_grad_weight_cpu(const LibCall& c) {
+  if (run_widened(c, conv2d_grad_weight_cpu)) return;
   conv_backend() == ConvBackend::OneDnn ? conv2d_grad_weight_onednn(c) : conv2d_grad_weight_im2col(c);
 }
-
-}  // namespace
 
 ConvGeom conv_geometry(const LibCall& c, const TensorArg& x, const TensorArg& w, const TensorArg& y,
                        const char* x_role, const char* w_role, const char* y_role, bool low_float) {
@@ -243,12 +243,6 @@ void set_conv_backend(ConvBackend b) {
   if (b == ConvBackend::OneDnn && !onednn_available())
     throw rt::RuntimeError("conv backend 'onednn' is not available: the runtime was built without oneDNN");
   backend_slot().store(b);
-}
-
-void register_conv_ops(LibraryTable& t) {
-  t["conv2d"] = conv2d;
-  t["conv2d_grad_input"] = conv2d_grad_input;
-  t["conv2d_grad_weight"] = conv2d_grad_weight;
 }
 
 }  // namespace modelc::kernels

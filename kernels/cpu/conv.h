@@ -35,4 +35,10 @@ struct ConvEpilogue {
 };
 ConvEpilogue conv_epilogue(const LibCall& c, const ConvGeom& g);
 
+// The table's convolutions (kernels/library_ops.def): the chosen backend (conv_backend()),
+// f16/bf16 operands widened to f32 around it (run_widened).
+void conv2d_cpu(const LibCall& c);
+void conv2d_grad_input_cpu(const LibCall& c);
+void conv2d_grad_weight_cpu(const LibCall& c);
+
 }  // namespace modelc::kernels

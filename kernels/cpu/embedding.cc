@@ -23,7 +23,9 @@ void check_ids(const LibCall& c, const TensorArg& ids, int64_t rows) {
     if (p[i] < 0 || p[i] >= rows) c.fail(embedding_id_error(p[i], i, ids.shape, rows));
 }
 
-void embedding(const LibCall& c) {
+}  // namespace
+
+void embedding_cpu(const LibCall& c) {
   const EmbeddingPlan plan = plan_embedding(c);
   const TensorArg& ids = c.in(0);
   const TensorArg& table = c.in(1);
@@ -37,7 +39,7 @@ void embedding(const LibCall& c) {
   });
 }
 
-void embedding_grad(const LibCall& c) {
+void embedding_grad_cpu(const LibCall& c) {
   const EmbeddingPlan plan = plan_embedding_grad(c);
   const TensorArg& ids = c.in(0);
   const TensorArg& g = c.in(1);
@@ -55,8 +57,6 @@ void embedding_grad(const LibCall& c) {
     }
   });
 }
-
-}  // namespace
 
 EmbeddingPlan plan_embedding(const LibCall& c) {
   c.expect_arity(2, 2, 1, 1);
@@ -97,11 +97,6 @@ EmbeddingPlan plan_embedding_grad(const LibCall& c) {
 std::string embedding_id_error(int64_t id, int64_t position, const std::vector<int64_t>& ids_shape, int64_t rows) {
   return fmt::format("id {} at position {} of the ids {} is out of range for a table of {} rows", id, position,
                      shape_str(ids_shape), rows);
-}
-
-void register_embedding_ops(LibraryTable& t) {
-  t["embedding"] = embedding;
-  t["embedding_grad"] = embedding_grad;
 }
 
 }  // namespace modelc::kernels

@@ -25,4 +25,8 @@ EmbeddingPlan plan_embedding_grad(const LibCall& c);
 // fail() puts the op and its location in front).
 std::string embedding_id_error(int64_t id, int64_t position, const std::vector<int64_t>& ids_shape, int64_t rows);
 
+// The CPU kernels (kernels/library_ops.def): the ids are checked before anything is copied.
+void embedding_cpu(const LibCall& c);
+void embedding_grad_cpu(const LibCall& c);
+
 }  // namespace modelc::kernels

@@ -1,4 +1,5 @@
-// The library-op table and the checks every op shares.
+// The library-op table (kernels/library_ops.def's names and CPU kernels) and the checks
+// every op shares.
 #include "runtime/base/tensor.h"
 #include "kernels/cpu/library.h"
 
@@ -7,22 +8,24 @@
 #include <bit>
 #include <cstring>
 
+#include "kernels/cpu/conv.h"
+#include "kernels/cpu/cumsum_plan.h"
+#include "kernels/cpu/embedding_plan.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/movement_plan.h"
+#include "kernels/cpu/pool_plan.h"
+
 namespace modelc::kernels {
 
 namespace {
 
 using rt::shape_str;
 
-const LibraryTable& table() {
-  static const LibraryTable t = [] {
-    LibraryTable r;
-    register_matmul_ops(r);
-    register_conv_ops(r);
-    register_pool_ops(r);
-    register_embedding_ops(r);
-    register_movement_ops(r);
-    return r;
-  }();
+const std::map<std::string, LibraryFn>& table() {
+  static const std::map<std::string, LibraryFn> t = {
+#define MODELC_LIBRARY_OP(name, cpu, cuda) {#name, cpu},
+#include "kernels/library_ops.def"
+  };
   return t;
 }
 

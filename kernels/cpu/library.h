@@ -1,8 +1,10 @@
 // The CPU library ops: the opaque ops of a Program (matmul, convolution, pooling, embedding,
-// data movement, fill) that the code generator hands to hand-written kernels. Each op is one
-// entry in a table keyed by the IR's op name; the executor looks an Instr's `op` up here and
-// calls it with the instruction's buffers (their evaluated shapes and types), its attributes
-// and the thread pool. Attribute names are the IR's (compiler/ir/ops/*.cc).
+// data movement, fill, cumsum) that the code generator hands to hand-written kernels. Each op
+// is one entry in a table keyed by the IR's op name, read from kernels/library_ops.def (the
+// op's name, its CPU kernel and its CUDA implementation on one line); the executor looks an
+// Instr's `op` up here and calls it with the instruction's buffers (their evaluated shapes
+// and types), its attributes and the thread pool. Attribute names are the IR's
+// (compiler/ir/ops/*.cc).
 #pragma once
 
 #include <cstdint>
@@ -66,9 +68,10 @@ struct LibCall {
 
 using LibraryFn = void (*)(const LibCall&);
 
-// The op's function, or nullptr when the name is unknown.
+// The op's function, or nullptr when the name is unknown. Every op of
+// kernels/library_ops.def has one.
 LibraryFn find_library_op(const std::string& name);
-// Every registered op name (sorted), for messages and tests.
+// Every op name of kernels/library_ops.def (sorted), for messages and tests.
 std::vector<std::string> library_op_names();
 
 // f16 / bf16 (runtime/base/program.h's ElemType) to and from f32: widening is exact, narrowing
@@ -113,13 +116,5 @@ void conv2d_grad_weight_im2col(const LibCall& c);
 void conv2d_onednn(const LibCall& c);
 void conv2d_grad_input_onednn(const LibCall& c);
 void conv2d_grad_weight_onednn(const LibCall& c);
-
-// Registration hooks of the op families (each .cc registers its ops into the table).
-using LibraryTable = std::map<std::string, LibraryFn>;
-void register_matmul_ops(LibraryTable& t);
-void register_conv_ops(LibraryTable& t);
-void register_pool_ops(LibraryTable& t);
-void register_embedding_ops(LibraryTable& t);
-void register_movement_ops(LibraryTable& t);
 
 }  // namespace modelc::kernels

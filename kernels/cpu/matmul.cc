@@ -256,6 +256,4 @@ void matmul_onednn(const LibCall& c) {
   if (!run_widened(c, matmul_onednn)) matmul_impl(c, true);
 }
 
-void register_matmul_ops(LibraryTable& t) { t["matmul"] = matmul_onednn; }
-
 }  // namespace modelc::kernels

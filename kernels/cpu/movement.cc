@@ -1,6 +1,6 @@
 // Data movement on the CPU: transpose, permute, reshape, broadcast_to, slice, concat, split,
 // copy and fill. Each op is planned (checked, and turned into strided copies or a fill
-// pattern) by the code of kernels/cpu/movement_plan.h, which lives here and which the CUDA
+// pattern) by its planner of kernels/cpu/movement_plan.h, which lives here and which the CUDA
 // ops (kernels/cuda/) share; the CPU then runs the plan: a strided copy is split over its
 // rows (every dim but the last), each row one memcpy when it is contiguous on both sides.
 // The copies move bytes, so they serve every element type.
@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <string>
 
 #include "kernels/cpu/movement_plan.h"
@@ -252,20 +251,6 @@ void run_copy(const LibCall& c, const StridedCopy& p) {
   });
 }
 
-using Planner = std::vector<StridedCopy> (*)(const LibCall&);
-template <StridedCopy (*P)(const LibCall&)>
-std::vector<StridedCopy> one(const LibCall& c) {
-  return {P(c)};
-}
-
-// The planners by op name: the CPU table and plan_movement read this one list.
-const std::map<std::string, Planner>& planners() {
-  static const std::map<std::string, Planner> t = {
-      {"transpose", one<transpose>}, {"permute", one<permute>}, {"reshape", one<reshape>}, {"broadcast_to", one<broadcast_to>},
-      {"slice", one<slice>},         {"concat", concat},        {"split", split},         {"copy", one<copy>}};
-  return t;
-}
-
 // The planned copies, coalesced, without the empty ones.
 std::vector<StridedCopy> finish(std::vector<StridedCopy> copies) {
   std::vector<StridedCopy> r;
@@ -274,18 +259,28 @@ std::vector<StridedCopy> finish(std::vector<StridedCopy> copies) {
   return r;
 }
 
-template <Planner P>
-void run_movement(const LibCall& c) {
-  for (const StridedCopy& p : finish(P(c))) run_copy(c, p);
-}
-
 template <class T>
 void fill_with(const LibCall& c, const TensorArg& out, T v) {
   T* p = static_cast<T*>(out.data);
   c.pool->parallel_for(out.numel(), 65536, [&](int64_t b, int64_t e) { std::fill(p + b, p + e, v); });
 }
 
-void fill(const LibCall& c) {
+}  // namespace
+
+std::vector<StridedCopy> plan_transpose(const LibCall& c) { return finish({transpose(c)}); }
+std::vector<StridedCopy> plan_permute(const LibCall& c) { return finish({permute(c)}); }
+std::vector<StridedCopy> plan_reshape(const LibCall& c) { return finish({reshape(c)}); }
+std::vector<StridedCopy> plan_broadcast_to(const LibCall& c) { return finish({broadcast_to(c)}); }
+std::vector<StridedCopy> plan_slice(const LibCall& c) { return finish({slice(c)}); }
+std::vector<StridedCopy> plan_concat(const LibCall& c) { return finish(concat(c)); }
+std::vector<StridedCopy> plan_split(const LibCall& c) { return finish(split(c)); }
+std::vector<StridedCopy> plan_copy(const LibCall& c) { return finish({copy(c)}); }
+
+void run_copies(const LibCall& c, const std::vector<StridedCopy>& copies) {
+  for (const StridedCopy& p : copies) run_copy(c, p);
+}
+
+void fill_cpu(const LibCall& c) {
   const FillPlan f = plan_fill(c);
   const TensorArg& out = c.out(0);
   switch (f.elem_bytes) {
@@ -294,8 +289,6 @@ void fill(const LibCall& c) {
     default: return fill_with(c, out, f.bits);
   }
 }
-
-}  // namespace
 
 StridedCopy coalesce(StridedCopy c) {
   std::vector<int64_t> shape, ss, ds;
@@ -315,14 +308,6 @@ StridedCopy coalesce(StridedCopy c) {
   c.src_stride = std::move(ss);
   c.dst_stride = std::move(ds);
   return c;
-}
-
-bool is_strided_copy_op(const std::string& op) { return planners().count(op) != 0; }
-
-std::vector<StridedCopy> plan_movement(const LibCall& c) {
-  auto it = planners().find(c.op);
-  if (it == planners().end()) c.fail("is not a data-movement op");
-  return finish(it->second(c));
 }
 
 FillPlan plan_fill(const LibCall& c) {
@@ -347,18 +332,6 @@ FillPlan plan_fill(const LibCall& c) {
     case ElemType::F16: f.bits = f32_to_low(static_cast<float>(v), out.type); break;
   }
   return f;
-}
-
-void register_movement_ops(LibraryTable& t) {
-  t["transpose"] = run_movement<one<transpose>>;
-  t["permute"] = run_movement<one<permute>>;
-  t["reshape"] = run_movement<one<reshape>>;
-  t["broadcast_to"] = run_movement<one<broadcast_to>>;
-  t["slice"] = run_movement<one<slice>>;
-  t["concat"] = run_movement<concat>;
-  t["split"] = run_movement<split>;
-  t["copy"] = run_movement<one<copy>>;
-  t["fill"] = fill;
 }
 
 }  // namespace modelc::kernels

@@ -40,12 +40,27 @@ struct StridedCopy {
 // Merges what can be merged (see above); the same elements move in the same order.
 StridedCopy coalesce(StridedCopy c);
 
-// Whether `op` is one of the strided-copy ops above.
-bool is_strided_copy_op(const std::string& op);
+// The planners of the strided-copy ops, one per op (kernels/library_ops.def names them): each
+// checks call `c` (arity, types, shapes, attributes) and returns its copies, coalesced, with
+// empty ones left out. Throws RuntimeError (LibCall::fail).
+using MovementPlanner = std::vector<StridedCopy> (*)(const LibCall& c);
+std::vector<StridedCopy> plan_transpose(const LibCall& c);
+std::vector<StridedCopy> plan_permute(const LibCall& c);
+std::vector<StridedCopy> plan_reshape(const LibCall& c);
+std::vector<StridedCopy> plan_broadcast_to(const LibCall& c);
+std::vector<StridedCopy> plan_slice(const LibCall& c);
+std::vector<StridedCopy> plan_concat(const LibCall& c);
+std::vector<StridedCopy> plan_split(const LibCall& c);
+std::vector<StridedCopy> plan_copy(const LibCall& c);
 
-// Checks call `c` of a strided-copy op (arity, types, shapes, attributes) and returns its
-// copies, coalesced, with empty ones left out. Throws RuntimeError (LibCall::fail).
-std::vector<StridedCopy> plan_movement(const LibCall& c);
+// Runs `copies` of call `c` on its pool (a copy in place is skipped).
+void run_copies(const LibCall& c, const std::vector<StridedCopy>& copies);
+
+// The CPU kernel of a strided-copy op: its plan, run.
+template <MovementPlanner P>
+void movement_cpu(const LibCall& c) {
+  run_copies(c, P(c));
+}
 
 // fill: `n` elements of `elem_bytes` bytes, each holding the low bytes of `bits`.
 struct FillPlan {
@@ -54,5 +69,7 @@ struct FillPlan {
   int64_t n = 0;
 };
 FillPlan plan_fill(const LibCall& c);
+// The CPU kernel of fill.
+void fill_cpu(const LibCall& c);
 
 }  // namespace modelc::kernels

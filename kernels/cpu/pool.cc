@@ -1,7 +1,8 @@
 // Pooling on the CPU: max_pool2d, avg_pool2d and their gradients over NCHW f32 images,
 // PyTorch's semantics (as the compiler's reference, compiler/ir/ops/conv.cc): padding is
 // never the maximum, the average divides by the full window (padding counted), and the
-// gradient of a max window goes to its FIRST maximum in row-major scan order. The work is
+// gradient of a max window goes to its FIRST maximum in row-major scan order, and a NaN is
+// the maximum of its window (NaN propagates, as in PyTorch). The work is
 // split over the N*C planes, so every output element is written by one thread and the
 // gradients' scatter-adds are deterministic. The geometry and the checks are plan_pool's
 // (kernels/cpu/pool_plan.h, here), which the CUDA ops share.
@@ -60,18 +61,24 @@ inline void each_in_window(const Window& w, int64_t i, int64_t j, F f) {
   }
 }
 
+// Whether x takes over as the maximum from m: when larger, or NaN (a NaN is the maximum
+// of its window and stays it, as in PyTorch; x != x is the NaN test the GPU body shares).
+inline bool takes_max(float x, float m) { return m == m && (x > m || x != x); }
+
 // The offset in the plane of the window's first maximum.
 inline int64_t argmax(const Window& w, const float* x, int64_t i, int64_t j) {
   int64_t best_at = -1;
   float best = -std::numeric_limits<float>::infinity();
   each_in_window(w, i, j, [&](int64_t at) {
-    if (best_at < 0) best_at = at;  // a window of -inf or nan: its first element
-    if (x[at] > best) best = x[at], best_at = at;
+    if (best_at < 0) best_at = at;  // a window of -inf: its first element
+    if (takes_max(x[at], best)) best = x[at], best_at = at;
   });
   return best_at;
 }
 
-void max_pool2d(const LibCall& c) {
+}  // namespace
+
+void max_pool2d_cpu(const LibCall& c) {
   Window w = plan_pool(c, PoolOp::MaxPool);
   const float* x = c.in(0).f32();
   float* out = c.out(0).f32();
@@ -82,14 +89,14 @@ void max_pool2d(const LibCall& c) {
       for (int64_t i = 0; i < w.HO; ++i)
         for (int64_t j = 0; j < w.WO; ++j) {
           float m = -std::numeric_limits<float>::infinity();
-          each_in_window(w, i, j, [&](int64_t at) { m = xp[at] > m ? xp[at] : m; });
+          each_in_window(w, i, j, [&](int64_t at) { m = takes_max(xp[at], m) ? xp[at] : m; });
           op[i * w.WO + j] = m;
         }
     }
   });
 }
 
-void avg_pool2d(const LibCall& c) {
+void avg_pool2d_cpu(const LibCall& c) {
   Window w = plan_pool(c, PoolOp::AvgPool);
   const float* x = c.in(0).f32();
   float* out = c.out(0).f32();
@@ -109,7 +116,7 @@ void avg_pool2d(const LibCall& c) {
 }
 
 // max_pool2d_grad(x, grad) -> dx: each window's gradient to its first maximum.
-void max_pool2d_grad(const LibCall& c) {
+void max_pool2d_grad_cpu(const LibCall& c) {
   Window w = plan_pool(c, PoolOp::MaxPoolGrad);
   const TensorArg& x = c.in(0);
   const TensorArg& g = c.in(1);
@@ -128,7 +135,7 @@ void max_pool2d_grad(const LibCall& c) {
 
 // avg_pool2d_grad(grad) -> dx of the output's shape (the attribute input_shape, when given,
 // must agree with it).
-void avg_pool2d_grad(const LibCall& c) {
+void avg_pool2d_grad_cpu(const LibCall& c) {
   Window w = plan_pool(c, PoolOp::AvgPoolGrad);
   const TensorArg& g = c.in(0);
   const TensorArg& dx = c.out(0);
@@ -146,8 +153,6 @@ void avg_pool2d_grad(const LibCall& c) {
     }
   });
 }
-
-}  // namespace
 
 PoolWindow plan_pool(const LibCall& c, PoolOp op) {
   if (op == PoolOp::MaxPool || op == PoolOp::AvgPool) {
@@ -170,13 +175,6 @@ PoolWindow plan_pool(const LibCall& c, PoolOp op) {
   if (!given.empty() && given != dx.shape)
     c.fail(fmt::format("input_shape {} disagrees with the output's shape {}", shape_str(given), shape_str(dx.shape)));
   return window(c, dx, g);
-}
-
-void register_pool_ops(LibraryTable& t) {
-  t["max_pool2d"] = max_pool2d;
-  t["avg_pool2d"] = avg_pool2d;
-  t["max_pool2d_grad"] = max_pool2d_grad;
-  t["avg_pool2d_grad"] = avg_pool2d_grad;
 }
 
 }  // namespace modelc::kernels

@@ -24,4 +24,10 @@ enum class PoolOp : uint8_t { MaxPool, AvgPool, MaxPoolGrad, AvgPoolGrad };
 // f32. Throws RuntimeError (LibCall::fail).
 PoolWindow plan_pool(const LibCall& c, PoolOp op);
 
+// The CPU kernels (kernels/library_ops.def).
+void max_pool2d_cpu(const LibCall& c);
+void avg_pool2d_cpu(const LibCall& c);
+void max_pool2d_grad_cpu(const LibCall& c);
+void avg_pool2d_grad_cpu(const LibCall& c);
+
 }  // namespace modelc::kernels

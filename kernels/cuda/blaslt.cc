@@ -144,6 +144,8 @@ void lt_matmul(const CudaLibCall& cc, const void* A, int ta, const void* B, int 
                            kWorkspaceBytes, cc.stream));
 }
 
+}  // namespace
+
 void matmul_cuda(const CudaLibCall& cc) {
   const LibCall& c = cc.call;
   c.expect_arity(2, c.ints && c.ints->count("epilogue") ? 3 : 2, 1, 1);
@@ -205,13 +207,9 @@ void matmul_cuda(const CudaLibCall& cc) {
     kernels::cuda::cuda_epilogue(cc, out.data, out.type, epi.bias, epi.act, rows_total, s.channels);
 }
 
-}  // namespace
-
 std::string blaslt_status() {
   const BlasLt& b = blaslt();
   return b.reason.empty() ? fmt::format("cuBLASLt {} ({})", b.api.cublasLtGetVersion(), b.lib.path) : b.reason;
 }
-
-void register_cuda_matmul_ops(CudaLibraryTable& t) { t["matmul"] = matmul_cuda; }
 
 }  // namespace modelc::rt::cuda

@@ -143,8 +143,12 @@ struct PoolParams {
   uint32_t pad;
 };
 
-// The plane offset of window (i, j)'s first maximum in row-major scan order (the first
-// element for a window of -inf or NaN), as the CPU twin's argmax.
+// Whether x takes over as a window's maximum from m: when larger, or NaN (a NaN is the
+// maximum and stays it, as in PyTorch), as the CPU twin's takes_max.
+MODELC_HD bool pool_takes_max(float x, float m) { return m == m && (x > m || x != x); }
+
+// The plane offset of window (i, j)'s first maximum in row-major scan order (a NaN is the
+// maximum; the first element for a window of -inf), as the CPU twin's argmax.
 MODELC_HD int64_t pool_argmax(const PoolParams& p, const float* xp, int64_t i, int64_t j) {
   int64_t best_at = -1;
   float best = -INFINITY;
@@ -156,7 +160,7 @@ MODELC_HD int64_t pool_argmax(const PoolParams& p, const float* xp, int64_t i, i
       if (v < 0 || v >= p.W) continue;
       const int64_t at = h * p.W + v;
       if (best_at < 0) best_at = at;
-      if (xp[at] > best) best = xp[at], best_at = at;
+      if (pool_takes_max(xp[at], best)) best = xp[at], best_at = at;
     }
   }
   return best_at;
@@ -176,7 +180,7 @@ MODELC_HD void pool_body(const PoolParams& p, int64_t i) {
       const int64_t v = oj * p.sw - p.pw + b;
       if (v < 0 || v >= p.W) continue;
       const float x = xp[h * p.W + v];
-      if (Max) acc = x > acc ? x : acc;
+      if (Max) acc = pool_takes_max(x, acc) ? x : acc;
       else acc += x;
     }
   }
@@ -217,7 +221,7 @@ MODELC_HD void pool_grad_body(const PoolParams& p, int64_t i) {
   p.out[i] = acc;
 }
 
-// ---- epilogues (kernels/cpu/epilogue.h) -----------------------------------------------------
+// ---- f32, f16 and bf16 elements (kernels/cpu/library.h: low_to_f32, f32_to_low) -----------
 
 MODELC_HD float bits_f32(uint32_t u) {
 #ifdef __CUDA_ARCH__
@@ -239,8 +243,9 @@ MODELC_HD uint32_t f32_bits(float f) {
 #endif
 }
 
-// bf16 and f16 bits to and from f32 as kernels::low_to_f32 / f32_to_low do: widening is
-// exact; narrowing rounds to nearest even, overflows to inf and keeps NaN a (quiet) NaN.
+// bf16 and f16 bits to and from f32 as kernels::low_to_f32 / f32_to_low do, bit for bit:
+// widening is exact; narrowing rounds to nearest even, overflows to inf and keeps NaN a
+// quiet NaN (bf16: the top payload bits kept; f16: 0x7e00 with the sign).
 MODELC_HD float bf16_to_f32(uint16_t b) { return bits_f32(static_cast<uint32_t>(b) << 16); }
 
 MODELC_HD uint16_t f32_to_bf16(float f) {
@@ -264,7 +269,7 @@ MODELC_HD uint16_t f32_to_f16(float f) {
   uint32_t u = f32_bits(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   u &= 0x7fffffffu;
-  if (u > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((u >> 13) & 0x3ffu));  // NaN: quiet
+  if (u > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);                      // NaN: quiet
   if (u >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);                      // rounds to inf
   if (u < 0x38800000u) {
     // Below 2^-14: a subnormal or zero. Adding 0.5 leaves the value rounded (to nearest
@@ -276,6 +281,25 @@ MODELC_HD uint16_t f32_to_f16(float f) {
   u += (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu + odd;
   return static_cast<uint16_t>(sign | (u >> 13));
 }
+
+// The element types of runtime/base/program.h's ElemType that the float kernels (epilogue,
+// cumsum) read and write.
+enum FloatType : int32_t { kFloatF32 = 0, kFloatF16 = 1, kFloatBF16 = 2 };
+
+// Element i of `p`, an array of `type`, as f32 (exact).
+MODELC_HD float load_f32(const void* p, int32_t type, int64_t i) {
+  if (type == kFloatF32) return static_cast<const float*>(p)[i];
+  const uint16_t b = static_cast<const uint16_t*>(p)[i];
+  return type == kFloatF16 ? f16_to_f32(b) : bf16_to_f32(b);
+}
+
+// Element i of `p`, an array of `type`, set to `v` rounded to the type.
+MODELC_HD void store_f32(void* p, int32_t type, int64_t i, float v) {
+  if (type == kFloatF32) static_cast<float*>(p)[i] = v;
+  else static_cast<uint16_t*>(p)[i] = type == kFloatF16 ? f32_to_f16(v) : f32_to_bf16(v);
+}
+
+// ---- epilogues (kernels/cpu/epilogue.h) -----------------------------------------------------
 
 // e^x as the CPU epilogue's vexp (Cephes' polynomial; below -87 it is 0, above 88 +inf).
 MODELC_HD float ep_exp(float x) {
@@ -334,28 +358,43 @@ MODELC_HD float ep_activation(int32_t act, float x) {
   }
 }
 
-// The element types of runtime/base/program.h's ElemType that an epilogue may write.
-enum EpilogueType : int32_t { kEpF32 = 0, kEpF16 = 1, kEpBF16 = 2 };
-
 struct EpilogueParams {
   void* out;          // [rows, L, inner] of the type
   const float* bias;  // [L] or null
   int64_t n;          // rows * L * inner
   int64_t L, inner;
-  int32_t type, act;
+  int32_t type, act;  // a FloatType; an EpilogueAct
 };
 
 // out[r, j, k] = act(out[r, j, k] + bias[j]) in f32, rounded back to the output's type.
 MODELC_HD void epilogue_body(const EpilogueParams& p, int64_t i) {
-  float x;
-  if (p.type == kEpF32) x = static_cast<float*>(p.out)[i];
-  else if (p.type == kEpF16) x = f16_to_f32(static_cast<uint16_t*>(p.out)[i]);
-  else x = bf16_to_f32(static_cast<uint16_t*>(p.out)[i]);
+  float x = load_f32(p.out, p.type, i);
   if (p.bias) x += p.bias[(i / p.inner) % p.L];
-  x = ep_activation(p.act, x);
-  if (p.type == kEpF32) static_cast<float*>(p.out)[i] = x;
-  else if (p.type == kEpF16) static_cast<uint16_t*>(p.out)[i] = f32_to_f16(x);
-  else static_cast<uint16_t*>(p.out)[i] = f32_to_bf16(x);
+  store_f32(p.out, p.type, i, ep_activation(p.act, x));
+}
+
+// ---- cumsum (kernels/cpu/cumsum_plan.h) -----------------------------------------------------
+
+struct CumsumParams {
+  const void* x;  // [outer, len, inner] of the type
+  void* out;      // the same shape and type (may be x itself)
+  int64_t n;      // the lines: outer * inner
+  int64_t len, inner;
+  int32_t type, reverse;  // a FloatType; 1: sum from the end
+};
+
+// Index i is line [o, :, k] (i = o * inner + k): one f32 accumulator adds the line's terms in
+// axis order (reverse: from the last), each output rounded once, as the CPU twin does. The
+// neighbouring indices of a warp read neighbouring addresses when inner > 1.
+MODELC_HD void cumsum_body(const CumsumParams& p, int64_t i) {
+  const int64_t o = i / p.inner, k = i - o * p.inner;
+  const int64_t base = o * p.len * p.inner + k;
+  float acc = 0.0f;
+  for (int64_t s = 0; s < p.len; ++s) {
+    const int64_t at = base + (p.reverse ? p.len - 1 - s : s) * p.inner;
+    acc += load_f32(p.x, p.type, at);
+    store_f32(p.out, p.type, at, acc);
+  }
 }
 
 }  // namespace modelc::kernels::cuda

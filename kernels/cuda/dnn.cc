@@ -177,6 +177,8 @@ LowEpilogue low_conv_epilogue(const LibCall& c, const ConvGeom& g, ElemType type
   return r;
 }
 
+}  // namespace
+
 void conv2d_cuda(const CudaLibCall& cc) {
   const LibCall& c = cc.call;
   c.expect_arity(2, 4, 1, 1);
@@ -249,17 +251,9 @@ void conv2d_grad_weight_cuda(const CudaLibCall& cc) {
                                             k.d.w, dw.data));
 }
 
-}  // namespace
-
 std::string dnn_status() {
   const Dnn& d = cudnn();
   return d.reason.empty() ? fmt::format("cuDNN {} ({})", d.api.cudnnGetVersion(), d.lib.path) : d.reason;
-}
-
-void register_cuda_dnn_ops(CudaLibraryTable& t) {
-  t["conv2d"] = conv2d_cuda;
-  t["conv2d_grad_input"] = conv2d_grad_input_cuda;
-  t["conv2d_grad_weight"] = conv2d_grad_weight_cuda;
 }
 
 }  // namespace modelc::rt::cuda

@@ -1,11 +1,15 @@
-// The launches of the hand-kernel ops: the shared plans turned into parameter blocks.
+// The launches of the hand-kernel ops: the shared plans turned into parameter blocks, one
+// planner per op of kernels/library_ops.def's MODELC_CUDA_HAND entries, and the kernels of
+// kernels/cuda/hand_kernels.def by name and on the host.
 #include "kernels/cuda/launches.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
+#include "kernels/cpu/cumsum_plan.h"
 #include "kernels/cpu/embedding_plan.h"
 #include "kernels/cpu/movement_plan.h"
 #include "kernels/cpu/pool_plan.h"
@@ -15,6 +19,16 @@ namespace modelc::kernels::cuda {
 namespace {
 
 bool aligned4(const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; }
+
+// The FloatType (bodies.h) of `t`; -1 for a type that is not f32, f16 or bf16.
+int32_t float_type(ElemType t) {
+  switch (t) {
+    case ElemType::F32: return kFloatF32;
+    case ElemType::F16: return kFloatF16;
+    case ElemType::BF16: return kFloatBF16;
+    default: return -1;
+  }
+}
 
 // A copy of 1- or 2-byte elements moves 4-byte words instead when its last dim is
 // contiguous on both sides and every offset is a whole number of aligned words.
@@ -57,21 +71,36 @@ Launch copy_launch(const LibCall& c, StridedCopy p) {
   return l;
 }
 
-Launch fill_launch(const LibCall& c) {
+OpLaunches one(HandKernel kernel, LaunchParams params) {
+  OpLaunches r;
+  r.launches.push_back({kernel, params});
+  return r;
+}
+
+// ---- the planners of kernels/library_ops.def (HandPlanner) ----------------------------------
+
+template <MovementPlanner P>
+OpLaunches copy_launches(const LibCall& c, const ErrorWordSource&) {
+  OpLaunches r;
+  for (const StridedCopy& p : P(c))
+    if (!p.in_place(c.inputs[p.src].data, c.outputs[p.dst].data)) r.launches.push_back(copy_launch(c, p));
+  return r;
+}
+
+OpLaunches fill_launches(const LibCall& c, const ErrorWordSource&) {
   const FillPlan f = plan_fill(c);
   FillParams k{};
   k.dst = c.out(0).data;
   k.n = f.n;
   k.bits = f.bits;
-  Launch l;
-  l.kernel = f.elem_bytes == 1 ? HandKernel::FillU8 : f.elem_bytes == 2 ? HandKernel::FillU16 : HandKernel::FillU32;
-  l.params = k;
-  return l;
+  return one(f.elem_bytes == 1 ? HandKernel::FillU8 : f.elem_bytes == 2 ? HandKernel::FillU16 : HandKernel::FillU32, k);
 }
 
-OpLaunches embedding_launches(const LibCall& c, unsigned long long* error_word, bool grad) {
+template <bool grad>
+OpLaunches embedding_launches(const LibCall& c, const ErrorWordSource& error_word) {
   const EmbeddingPlan e = grad ? plan_embedding_grad(c) : plan_embedding(c);
   if (e.ids >= (int64_t{1} << 31)) c.fail(fmt::format("has {} ids; the CUDA kernel takes fewer than 2^31", e.ids));
+  if (!error_word) c.fail("has no error word for its id check (plan_launches needs an ErrorWordSource)");
   OpLaunches r;
   r.checks_ids = true;
   r.ids_shape = c.in(0).shape;
@@ -80,7 +109,7 @@ OpLaunches embedding_launches(const LibCall& c, unsigned long long* error_word, 
   k.ids = c.in(0).i32();
   k.src = c.in(1).f32();
   k.out = c.out(0).f32();
-  k.error = error_word;
+  k.error = error_word();
   k.ids_count = e.ids;
   k.rows = e.rows;
   k.width = e.width;
@@ -93,42 +122,52 @@ OpLaunches embedding_launches(const LibCall& c, unsigned long long* error_word, 
     k.parts = 1;
     k.n = e.ids * e.width;
   }
-  Launch l;
-  l.kernel = grad ? HandKernel::EmbeddingGrad : HandKernel::Embedding;
-  l.params = k;
-  r.launches.push_back(l);
+  r.launches.push_back({grad ? HandKernel::EmbeddingGrad : HandKernel::Embedding, k});
   return r;
 }
 
-Launch pool_launch(const LibCall& c, PoolOp op) {
+template <PoolOp op>
+OpLaunches pool_launches(const LibCall& c, const ErrorWordSource&) {
   const PoolWindow w = plan_pool(c, op);
   PoolParams k{};
   k.kh = w.kh, k.kw = w.kw, k.sh = w.sh, k.sw = w.sw, k.ph = w.ph, k.pw = w.pw;
   k.N = w.N, k.C = w.C, k.H = w.H, k.W = w.W, k.HO = w.HO, k.WO = w.WO;
   k.inv = 1.0f / static_cast<float>(w.kh * w.kw);
   k.out = c.out(0).f32();
-  Launch l;
+  HandKernel kernel = HandKernel::MaxPool;
   switch (op) {
     case PoolOp::MaxPool:
     case PoolOp::AvgPool:
       k.x = c.in(0).f32();
       k.n = w.N * w.C * w.HO * w.WO;
-      l.kernel = op == PoolOp::MaxPool ? HandKernel::MaxPool : HandKernel::AvgPool;
+      kernel = op == PoolOp::MaxPool ? HandKernel::MaxPool : HandKernel::AvgPool;
       break;
     case PoolOp::MaxPoolGrad:
       k.x = c.in(0).f32();
       k.g = c.in(1).f32();
       k.n = w.N * w.C * w.H * w.W;
-      l.kernel = HandKernel::MaxPoolGrad;
+      kernel = HandKernel::MaxPoolGrad;
       break;
     case PoolOp::AvgPoolGrad:
       k.g = c.in(0).f32();
       k.n = w.N * w.C * w.H * w.W;
-      l.kernel = HandKernel::AvgPoolGrad;
+      kernel = HandKernel::AvgPoolGrad;
       break;
   }
-  l.params = k;
-  return l;
+  return one(kernel, k);
+}
+
+OpLaunches cumsum_launches(const LibCall& c, const ErrorWordSource&) {
+  const CumsumPlan p = plan_cumsum(c);
+  CumsumParams k{};
+  k.x = c.in(0).data;
+  k.out = c.out(0).data;
+  k.n = p.len == 0 ? 0 : p.outer * p.inner;
+  k.len = p.len;
+  k.inner = p.inner;
+  k.type = float_type(p.type);
+  k.reverse = p.reverse ? 1 : 0;
+  return one(HandKernel::Cumsum, k);
 }
 
 template <class P>
@@ -136,25 +175,36 @@ void each(const P& p, void (*body)(const P&, int64_t)) {
   for (int64_t i = 0; i < p.n; ++i) body(p, i);
 }
 
+void add(std::map<std::string, HandPlanner>& t, const char* op, HandPlanner planner) {
+  if (planner != nullptr) t.emplace(op, planner);
+}
+
+// kernels/library_ops.def's hand-kernel ops, by name.
+const std::map<std::string, HandPlanner>& planners() {
+  static const std::map<std::string, HandPlanner> t = [] {
+    std::map<std::string, HandPlanner> r;
+#define MODELC_CUDA_HAND(planner) planner
+#define MODELC_CUDA_LIBRARY(fn) nullptr
+#define MODELC_LIBRARY_OP(name, cpu, cuda) add(r, #name, cuda);
+#include "kernels/library_ops.def"
+    return r;
+  }();
+  return t;
+}
+
+#define MODELC_HAND_KERNEL(kernel, entry, Params, body) \
+  static_assert(std::is_trivially_copyable_v<Params>, #Params " is passed to " #entry " by value");
+#include "kernels/cuda/hand_kernels.def"
+
 }  // namespace
 
 const char* hand_kernel_name(HandKernel k) {
-  switch (k) {
-    case HandKernel::CopyU8: return "modelc_copy_u8";
-    case HandKernel::CopyU16: return "modelc_copy_u16";
-    case HandKernel::CopyU32: return "modelc_copy_u32";
-    case HandKernel::FillU8: return "modelc_fill_u8";
-    case HandKernel::FillU16: return "modelc_fill_u16";
-    case HandKernel::FillU32: return "modelc_fill_u32";
-    case HandKernel::Embedding: return "modelc_embedding";
-    case HandKernel::EmbeddingGrad: return "modelc_embedding_grad";
-    case HandKernel::MaxPool: return "modelc_max_pool2d";
-    case HandKernel::AvgPool: return "modelc_avg_pool2d";
-    case HandKernel::MaxPoolGrad: return "modelc_max_pool2d_grad";
-    case HandKernel::AvgPoolGrad: return "modelc_avg_pool2d_grad";
-    case HandKernel::Epilogue: return "modelc_epilogue";
-  }
-  return "";
+  static constexpr const char* names[] = {
+#define MODELC_HAND_KERNEL(kernel, entry, Params, body) #entry,
+#include "kernels/cuda/hand_kernels.def"
+  };
+  const auto i = static_cast<size_t>(k);
+  return i < std::size(names) ? names[i] : "";
 }
 
 int64_t Launch::n() const {
@@ -162,35 +212,15 @@ int64_t Launch::n() const {
 }
 
 std::vector<std::string> hand_kernel_ops() {
-  return {"avg_pool2d", "avg_pool2d_grad", "broadcast_to", "concat", "copy", "embedding", "embedding_grad", "fill",
-          "max_pool2d", "max_pool2d_grad", "permute", "reshape", "slice", "split", "transpose"};
+  std::vector<std::string> names;
+  for (const auto& [op, planner] : planners()) names.push_back(op);
+  return names;
 }
 
-bool is_hand_kernel_op(const std::string& op) {
-  const auto ops = hand_kernel_ops();
-  return std::binary_search(ops.begin(), ops.end(), op);
-}
-
-OpLaunches plan_launches(const LibCall& c, unsigned long long* error_word) {
-  OpLaunches r;
-  if (is_strided_copy_op(c.op)) {
-    for (const StridedCopy& p : plan_movement(c))
-      if (!p.in_place(c.inputs[p.src].data, c.outputs[p.dst].data)) r.launches.push_back(copy_launch(c, p));
-  } else if (c.op == "fill") {
-    r.launches.push_back(fill_launch(c));
-  } else if (c.op == "embedding" || c.op == "embedding_grad") {
-    r = embedding_launches(c, error_word, c.op == "embedding_grad");
-  } else if (c.op == "max_pool2d") {
-    r.launches.push_back(pool_launch(c, PoolOp::MaxPool));
-  } else if (c.op == "avg_pool2d") {
-    r.launches.push_back(pool_launch(c, PoolOp::AvgPool));
-  } else if (c.op == "max_pool2d_grad") {
-    r.launches.push_back(pool_launch(c, PoolOp::MaxPoolGrad));
-  } else if (c.op == "avg_pool2d_grad") {
-    r.launches.push_back(pool_launch(c, PoolOp::AvgPoolGrad));
-  } else {
-    c.fail("has no hand kernel on CUDA");
-  }
+OpLaunches plan_launches(const LibCall& c, const ErrorWordSource& error_word) {
+  auto it = planners().find(c.op);
+  if (it == planners().end()) c.fail("has no hand kernel on CUDA");
+  OpLaunches r = it->second(c, error_word);
   std::erase_if(r.launches, [](const Launch& l) { return l.n() <= 0; });
   return r;
 }
@@ -201,12 +231,9 @@ Launch plan_epilogue(void* out, ElemType type, const float* bias, rt::EpilogueAc
   if (code < 0 || code >= rt::kEpilogueActivations)
     throw rt::RuntimeError(fmt::format("CUDA epilogue: unknown activation code {} (known: 0 to {})", code, rt::kEpilogueActivations - 1));
   EpilogueParams k{};
-  switch (type) {
-    case ElemType::F32: k.type = kEpF32; break;
-    case ElemType::F16: k.type = kEpF16; break;
-    case ElemType::BF16: k.type = kEpBF16; break;
-    default: throw rt::RuntimeError(fmt::format("CUDA epilogue: the output must be f32, f16 or bf16, got {}", rt::elem_name(type)));
-  }
+  k.type = float_type(type);
+  if (k.type < 0)
+    throw rt::RuntimeError(fmt::format("CUDA epilogue: the output must be f32, f16 or bf16, got {}", rt::elem_name(type)));
   if (rows < 0 || L < 0 || inner < 1)
     throw rt::RuntimeError(fmt::format("CUDA epilogue: bad extent {} x {} x {}", rows, L, inner));
   k.out = out;
@@ -223,19 +250,9 @@ Launch plan_epilogue(void* out, ElemType type, const float* bias, rt::EpilogueAc
 
 void run_on_host(const Launch& l) {
   switch (l.kernel) {
-    case HandKernel::CopyU8: return each(std::get<CopyParams>(l.params), copy_body<uint8_t>);
-    case HandKernel::CopyU16: return each(std::get<CopyParams>(l.params), copy_body<uint16_t>);
-    case HandKernel::CopyU32: return each(std::get<CopyParams>(l.params), copy_body<uint32_t>);
-    case HandKernel::FillU8: return each(std::get<FillParams>(l.params), fill_body<uint8_t>);
-    case HandKernel::FillU16: return each(std::get<FillParams>(l.params), fill_body<uint16_t>);
-    case HandKernel::FillU32: return each(std::get<FillParams>(l.params), fill_body<uint32_t>);
-    case HandKernel::Embedding: return each(std::get<EmbeddingParams>(l.params), embedding_body);
-    case HandKernel::EmbeddingGrad: return each(std::get<EmbeddingParams>(l.params), embedding_grad_body);
-    case HandKernel::MaxPool: return each(std::get<PoolParams>(l.params), pool_body<true>);
-    case HandKernel::AvgPool: return each(std::get<PoolParams>(l.params), pool_body<false>);
-    case HandKernel::MaxPoolGrad: return each(std::get<PoolParams>(l.params), pool_grad_body<true>);
-    case HandKernel::AvgPoolGrad: return each(std::get<PoolParams>(l.params), pool_grad_body<false>);
-    case HandKernel::Epilogue: return each(std::get<EpilogueParams>(l.params), epilogue_body);
+#define MODELC_HAND_KERNEL(kernel, entry, Params, body) \
+  case HandKernel::kernel: return each(std::get<Params>(l.params), body);
+#include "kernels/cuda/hand_kernels.def"
   }
 }
 

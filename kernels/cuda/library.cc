@@ -1,14 +1,29 @@
+// The CUDA library table: kernels/library_ops.def's ops with their CUDA implementations.
 #include "kernels/cuda/library.h"
+
+#include "kernels/cuda/ops.h"
 
 namespace modelc::rt::cuda {
 namespace {
 
-const CudaLibraryTable& table() {
-  static const CudaLibraryTable t = [] {
-    CudaLibraryTable r;
-    register_cuda_matmul_ops(r);
-    register_cuda_dnn_ops(r);
-    register_cuda_kernel_ops(r);
+struct CudaImpl {
+  CudaLibraryFn fn;
+  bool hand;  // a hand-kernel op: needs the hand kernels' PTX
+};
+
+const std::map<std::string, CudaLibraryFn>& table() {
+  static const std::map<std::string, CudaLibraryFn> t = [] {
+    // Built without nvcc there are no hand kernels to launch: those ops stay unregistered,
+    // so that the executor says so before it runs anything.
+    const bool have_hand_kernels = *hand_kernels_ptx() != '\0';
+    std::map<std::string, CudaLibraryFn> r;
+    auto add = [&](const char* op, CudaImpl impl) {
+      if (!impl.hand || have_hand_kernels) r.emplace(op, impl.fn);
+    };
+#define MODELC_CUDA_LIBRARY(fn) CudaImpl{fn, false}
+#define MODELC_CUDA_HAND(planner) CudaImpl{kernels::cuda::run_hand_kernel_op, true}
+#define MODELC_LIBRARY_OP(name, cpu, cuda) add(#name, cuda);
+#include "kernels/library_ops.def"
     return r;
   }();
   return t;

@@ -1,10 +1,10 @@
 // The CUDA library ops: the opaque instructions of a Program (matmul, convolution, pooling,
-// embedding, data movement, fill) on a GPU. Each op is one entry in a table keyed by the
-// IR's op name, beside its CPU twin in kernels/cpu/library.h: matmul through cuBLASLt
-// (kernels/cuda/blaslt.cc), convolutions through cuDNN (kernels/cuda/dnn.cc), the rest hand
-// kernels in kernels/cuda/. A call is the CPU's LibCall (kernels/cpu/library.h) whose tensor
-// data are device addresses, plus the device and the stream to run on; ops run
-// asynchronously on that stream.
+// embedding, data movement, fill, cumsum) on a GPU. Each op is one entry in a table keyed by
+// the IR's op name, read from kernels/library_ops.def beside its CPU twin
+// (kernels/cpu/library.h): matmul through cuBLASLt (kernels/cuda/blaslt.cc), convolutions
+// through cuDNN (kernels/cuda/dnn.cc), the rest hand kernels in kernels/cuda/. A call is the
+// CPU's LibCall (kernels/cpu/library.h) whose tensor data are device addresses, plus the
+// device and the stream to run on; ops run asynchronously on that stream.
 #pragma once
 
 #include <map>
@@ -25,10 +25,12 @@ struct CudaLibCall {
 };
 
 using CudaLibraryFn = void (*)(const CudaLibCall&);
-using CudaLibraryTable = std::map<std::string, CudaLibraryFn>;
 
-// The op's CUDA function, or nullptr when the op has none.
+// The op's CUDA function, or nullptr when the op has none: every op of
+// kernels/library_ops.def has one, except that the hand-kernel ops (MODELC_CUDA_HAND) are
+// registered only when the runtime was built with nvcc (hand_kernels_ptx() is not "").
 CudaLibraryFn find_cuda_library_op(const std::string& name);
+// The names find_cuda_library_op knows (sorted).
 std::vector<std::string> cuda_library_op_names();
 
 // The PTX of the hand kernels in kernels/cuda/ (nvcc compiles them for compute_80 at build
@@ -41,9 +43,11 @@ const char* hand_kernels_ptx();
 std::string blaslt_status();
 std::string dnn_status();
 
-// Registration hooks of the op families.
-void register_cuda_matmul_ops(CudaLibraryTable& t);  // kernels/cuda/blaslt.cc
-void register_cuda_dnn_ops(CudaLibraryTable& t);     // kernels/cuda/dnn.cc
-void register_cuda_kernel_ops(CudaLibraryTable& t);  // kernels/cuda/ (movement, fill, embedding, pooling)
+// The vendor-library ops of kernels/library_ops.def (MODELC_CUDA_LIBRARY). Each throws
+// RuntimeError saying why when its library cannot be loaded.
+void matmul_cuda(const CudaLibCall& c);              // cuBLASLt, kernels/cuda/blaslt.cc
+void conv2d_cuda(const CudaLibCall& c);              // cuDNN, kernels/cuda/dnn.cc
+void conv2d_grad_input_cuda(const CudaLibCall& c);   // cuDNN
+void conv2d_grad_weight_cuda(const CudaLibCall& c);  // cuDNN
 
 }  // namespace modelc::rt::cuda

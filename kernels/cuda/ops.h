@@ -1,5 +1,6 @@
 // Running the hand kernels on a GPU: one launch, and one whole library op (the function the
-// CUDA library table holds for every op of kernels/cuda/launches.h's hand_kernel_ops).
+// CUDA library table holds for every op of kernels/cuda/launches.h's hand_kernel_ops, when
+// the runtime was built with nvcc).
 #pragma once
 
 #include "kernels/cuda/launches.h"

@@ -93,7 +93,7 @@ void run_emulated_op(const std::string& op, const std::vector<const rt::HostTens
                      const OpInts& ints, const OpFloats& floats) {
   LibCall c = make_call(op, inputs, outputs, ints, floats, [](const rt::HostTensor& t, bool, size_t) { return host_data(t); });
   unsigned long long word = kNoError;
-  const OpLaunches plan = plan_launches(c, &word);
+  const OpLaunches plan = plan_launches(c, [&] { return &word; });
   for (const Launch& l : plan.launches) run_on_host(l);
   if (plan.checks_ids && word != kNoError) fail_id_error(c, word, plan.ids_shape, plan.rows);
 }

@@ -65,6 +65,26 @@ TEST(HandKernelsOnFakeDriver, LaunchesWithTheirConfiguration) {
   fake_reset();
 }
 
+// cumsum through the registry: one launch of its kernel, an index per line (2 x 600 lines:
+// 5 blocks of 256); its checks before any launch.
+TEST(HandKernelsOnFakeDriver, CumsumLaunchesOneIndexPerLine) {
+  if (!have_ptx()) GTEST_SKIP() << "the runtime was built without nvcc: it has no hand kernels";
+  rt::cuda::CudaDevice device(fake(), 0);
+  fake_reset();
+  HostTensor x = random_tensor(ElemType::F16, {2, 5, 600});
+  std::vector<HostTensor> out{like(ElemType::F16, {2, 5, 600})};
+  run_cuda_op(device, "cumsum", {&x}, out, {{"axis", {1}}});
+  const auto launches = fake_launches();
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].name, "modelc_cumsum");
+  EXPECT_EQ(launches[0].block, 256u);
+  EXPECT_EQ(launches[0].grid, 5u);
+  EXPECT_EQ(error_of([&] { run_cuda_op(device, "cumsum", {&x}, out, {{"axis", {3}}}); }),
+            "cumsum at test.model:1:1: axis 3 is out of range for rank 3");
+  EXPECT_EQ(fake_launches().size(), 1u);
+  fake_reset();
+}
+
 TEST(HandKernelsOnFakeDriver, IdErrorsComeBackWithTheCpuWords) {
   if (!have_ptx()) GTEST_SKIP() << "the runtime was built without nvcc: it has no hand kernels";
   rt::cuda::CudaDevice device(fake(), 0);
