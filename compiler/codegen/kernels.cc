@@ -32,16 +32,6 @@ void check(llvm::Error e, const char* what) {
   if (e) throw InternalError(fmt::format("kernel compiler: {}: {}", what, llvm::toString(std::move(e))));
 }
 
-// The ops with their own emitter (everything else with a scalar definition is generic).
-bool special_op(OpKind k) {
-  static const OpKind ops[] = {OpKind::Cast, OpKind::Dropout, OpKind::CausalMask, OpKind::OneHot, OpKind::BroadcastTo,
-                               OpKind::Sum, OpKind::Mean, OpKind::Max, OpKind::Softmax,
-                               OpKind::LogSoftmax, OpKind::LayerNorm, OpKind::CrossEntropy};
-  for (OpKind o : ops)
-    if (o == k) return true;
-  return false;
-}
-
 std::string function_text(const llvm::Function* f) {
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -190,11 +180,12 @@ KernelCompiler::~KernelCompiler() = default;
 bool KernelCompiler::handles(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
   // Every dtype: f16 and bf16 are stored as bits and computed on as f32 (low_float.cc).
+  // The record says which ops are library calls; the others have a scalar definition or a
+  // template of code generation's own (kernels_elementwise.cc, kernels_reduce.cc).
   if (n.outputs.size() != 1) return false;
   const OpInfo& info = op_info(n.op);
-  if (special_op(n.op)) return true;
-  if (n.op == OpKind::Constant) return n.attrs.has("value");
-  return info.scalar && (info.fusion == FusionKind::Elementwise || info.fusion == FusionKind::Broadcast);
+  if (info.fusion == FusionKind::Source) return n.op == OpKind::Constant && n.attrs.has("value");
+  return info.math != MathKind::Library;
 }
 
 EmittedKernel KernelCompiler::emit(const Graph& g, NodeId id, const EmitOptions& options) {

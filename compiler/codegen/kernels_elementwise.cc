@@ -165,9 +165,7 @@ llvm::Value* elementwise_value(KernelBuilder& kb, const Graph& g, const Node& n,
     }
     default: break;
   }
-  const OpInfo& info = op_info(n.op);
-  if (!info.scalar) throw InternalError(fmt::format("kernel compiler: op '{}' has no scalar definition", info.name));
-  ScalarExpr e = parse_scalar(info.scalar(n.attrs));
+  ScalarExpr e = node_scalar(n);
   std::vector<llvm::Value*> offs = broadcast_offsets(kb, g, n, i);
   std::map<std::string, llvm::Value*> vars;
   const auto& names = scalar_vars(nin);

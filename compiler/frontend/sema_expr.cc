@@ -187,7 +187,9 @@ SVal Sema::apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLo
     }
     tensor_args.push_back(a);
   }
-  if (!partner && (op.unary || op.binary)) {
+  bool attributes = false;  // a call's attributes are not bound yet: fold only ops without any
+  for (const ParamSpec& p : op.params) attributes |= p.kind != ParamKind::Tensor;
+  if (!partner && op.pointwise && !attributes && tensor_args.size() <= 2) {
     // Numbers only: evaluate now with the op's own scalar definition.
     std::vector<double> xs;
     for (const CallArg* a : tensor_args) {
@@ -197,8 +199,7 @@ SVal Sema::apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLo
       }
       xs.push_back(a->value.number());
     }
-    if (op.unary && xs.size() == 1) return SVal::real(op.unary(xs[0]), loc);
-    if (op.binary && xs.size() == 2) return SVal::real(op.binary(xs[0], xs[1]), loc);
+    return SVal::real(op.pointwise(xs.data(), Attrs{}), loc);
   }
   std::vector<Value> inputs;
   std::vector<const CallArg*> input_args;  // the argument each input came from

@@ -36,4 +36,14 @@ struct GradCtx {
   Value constant(double value, DType dtype, const Shape& shape = {});
 };
 
+// The rule of an elementwise op whose gradient is given as scalar expressions
+// (OpInfo::grad_exprs, compiler/ir/scalar_expr.h): one per input over the inputs (x; a b;
+// c a b), y and g, "" for none. Each becomes graph nodes at the node's place, a primitive
+// becoming the op of the same name (select: where; max: maximum), a call the op it names
+// (with its default attributes), a constant a rank-0 constant of the output's dtype, and any
+// other name the node's numeric attribute of that name; equal subexpressions of one rule are
+// built once. The input's gradient is then summed over what broadcasting stretched and cast
+// to the input's dtype (grads::to_input).
+GradFn expression_grad(std::vector<std::string> exprs);
+
 }  // namespace modelc

@@ -18,8 +18,12 @@ namespace modelc {
 
 enum class OpKind : uint16_t {
 #define OP(E, N) E,
+#define UNARY(E, N, ...) E,
+#define BINARY(E, N, ...) E,
 #include "compiler/ir/ops.def"
 #undef OP
+#undef UNARY
+#undef BINARY
   NumOps
 };
 

@@ -5,20 +5,10 @@
 #include <cmath>
 #include <fmt/format.h>
 
-namespace modelc {
+#include "compiler/ir/grad.h"
+#include "compiler/ir/scalar_expr.h"
 
-std::string_view fusion_kind_name(FusionKind k) {
-  switch (k) {
-    case FusionKind::Source: return "source";
-    case FusionKind::Elementwise: return "elementwise";
-    case FusionKind::Broadcast: return "broadcast";
-    case FusionKind::Injective: return "injective";
-    case FusionKind::Reduction: return "reduction";
-    case FusionKind::Row: return "row";
-    case FusionKind::Opaque: return "opaque";
-  }
-  return "?";
-}
+namespace modelc {
 
 void attr_missing(std::string_view name) {
   throw InternalError(fmt::format("internal error: attribute '{}' missing or of the wrong type", name));
@@ -190,12 +180,32 @@ OpRegistry::Builder& OpRegistry::Builder::signature(std::string_view spec) {
   return *this;
 }
 
+OpRegistry::Builder& OpRegistry::Builder::math(std::string expr) {
+  parse_scalar(expr);  // a malformed definition fails when the registry is built
+  return scalar([expr = std::move(expr)](const Attrs&) { return expr; });
+}
+
+OpRegistry::Builder& OpRegistry::Builder::grad_exprs(std::vector<std::string> exprs) {
+  for (const std::string& e : exprs)
+    if (!e.empty()) parse_scalar(e);
+  info_.grad_exprs = exprs;
+  bool any = false;
+  for (const std::string& e : exprs) any |= !e.empty();
+  info_.grad = any ? expression_grad(std::move(exprs)) : GradFn{};
+  if (!any) info_.no_grad = "its result is bool";
+  return *this;
+}
+
 OpRegistry::OpRegistry() {
   ops_.resize(static_cast<size_t>(OpKind::NumOps));
   static const char* const names[] = {
 #define OP(E, N) N,
+#define UNARY(E, N, ...) N,
+#define BINARY(E, N, ...) N,
 #include "compiler/ir/ops.def"
 #undef OP
+#undef UNARY
+#undef BINARY
   };
   for (size_t i = 0; i < ops_.size(); ++i) {
     ops_[i].kind = static_cast<OpKind>(i);
@@ -208,11 +218,13 @@ OpRegistry::OpRegistry() {
   register_nn_ops(*this);
   register_conv_ops(*this);
   register_grad_ops(*this);
-  register_gradients(*this);
-  register_scalar_defs(*this);
   for (const OpInfo& op : ops_) {
     if (!op.infer || !op.reference)
       throw InternalError(fmt::format("op '{}' is registered without a shape rule or reference", op.name));
+    if ((op.math == MathKind::Scalar) != static_cast<bool>(op.scalar))
+      throw InternalError(fmt::format("op '{}': a scalar definition goes with MathKind::Scalar", op.name));
+    if (static_cast<bool>(op.grad) == !op.no_grad.empty())
+      throw InternalError(fmt::format("op '{}' needs a gradient rule or the reason it has none (no_grad)", op.name));
   }
 }
 

@@ -1,24 +1,39 @@
-// The op registry: one entry per op with everything the compiler knows about it.
+// The op registry: one record per op with everything the compiler knows about it.
 //
 //   signature  how the language calls it: "x: tensor, axis: int = -1"; tensor parameters
 //              become node inputs (in order), the rest become attributes by name
 //   fusion     its fusion kind; passes read only this
 //   infer      its shape and dtype rule (may canonicalise attributes, e.g. axis -1 -> 2)
-//   reference  its semantics in double precision, for the reference interpreter
-//   unary/binary  the scalar function of an elementwise op (the reference maps it)
-//   grad       its gradient, built from other ops (compiler/ir/grad.h; registered in
-//              compiler/ir/grads/*.cc)
-//   scalar     an elementwise op's scalar definition in code generation's primitive
-//              language (compiler/codegen/scalar.h), per attributes
+//   math       how it is computed: a scalar expression (`scalar`, compiler/ir/scalar_expr.h)
+//              for elementwise ops, which code generation compiles; Template for the ops
+//              code generation has an emitter of its own for (reductions, row ops, cast,
+//              dropout, ...); Library for the ops the runtime runs under the op's name
+//              (matmul, convolutions, data movement: kernels/library_ops.def)
+//   reference  its semantics in double precision, for the reference interpreter: the oracle
+//              every backend is compared with (for elementwise ops `pointwise`, written
+//              independently of `scalar`, so a kernel is checked against something it was
+//              not generated from)
+//   grad       its gradient, built from other ops: a C++ rule (compiler/ir/grad.h) or, for
+//              elementwise ops, one scalar expression per input (`grad_exprs`); checked
+//              against central differences of the reference (tests/conformance); an op
+//              without one says why (`no_grad`)
 //   autocast   its mixed-precision policy (compiler/passes/autocast.h): run in the low
 //              type (matmul, conv), in f32 (reductions, softmax, norms, losses), or in
 //              whatever its inputs are (the default)
+//   flops      its FLOPs per evaluation (op_flops; by fusion kind unless the record says)
+//   examples   its test domain: calls on fresh random inputs where it is defined and
+//              smooth (`domains` for elementwise ops; a generator otherwise), which the
+//              conformance test runs through every check (tests/conformance), and how NaN
+//              and infinities must propagate (`nonfinite`)
+//   summary    one line for `modelc --list-ops` and docs/ops.md
 //
-// Entries are written in compiler/ir/ops/*.cc, one file per op family.
+// Records are written in compiler/ir/ops/*.cc, one file per op family; the elementwise ops
+// that are data alone, in compiler/ir/ops/elementwise.def.
 #pragma once
 
 #include <functional>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,7 +46,9 @@ namespace modelc {
 // Row: a reduction along one axis whose output has its input's shape (softmax, layer_norm):
 // code generation computes it a lane at a time, so consumers shaped like it fuse after it.
 enum class FusionKind { Source, Elementwise, Broadcast, Injective, Reduction, Row, Opaque };
-std::string_view fusion_kind_name(FusionKind k);
+
+// How an op is computed (see the top of this file).
+enum class MathKind { Template, Scalar, Library };
 
 // How autocast (compiler/passes/autocast.h) treats an op under bf16 / fp16 precision:
 //   Lower   its float inputs are cast to the low type, it runs there (the library widens
@@ -104,8 +121,40 @@ using GradFn = std::function<void(GradCtx&)>;
 // The scalar definition of an elementwise op for code generation, given the node's
 // attributes: an expression over the inputs x (unary) or a, b (binary), c, a, b (where).
 using ScalarFn = std::function<std::string(const Attrs&)>;
-using UnaryFn = double (*)(double);
-using BinaryFn = double (*)(double, double);
+// An elementwise op's value at one point, in double: its inputs in order, the node's
+// attributes. The reference maps it over the broadcast inputs.
+using PointwiseFn = double (*)(const double* inputs, const Attrs& attrs);
+// FLOPs of one evaluation of the node, as a polynomial in the model's dims.
+using FlopsFn = std::function<Dim(const Graph&, const Node&)>;
+
+// Where an elementwise op's inputs are drawn for the conformance checks: uniform in
+// [lo, hi] (where the op is defined and smooth), or with step > 0 on the grid lo,
+// lo + step, ... (so that comparisons meet ties); with either_sign, the magnitudes are
+// drawn so and the sign at random (a divisor away from 0).
+struct Domain {
+  double lo = -3, hi = 3, step = 0;
+  bool either_sign = false;
+};
+
+// One call of an op on concrete inputs, for the conformance test (tests/conformance).
+struct OpExample {
+  std::string label;                             // what varies: "axes [0, 2], keepdims"
+  std::vector<std::optional<RefTensor>> inputs;  // nullopt: an absent optional input
+  Attrs attrs;                                   // as a call gives them (add_op fills defaults)
+  bool grad = true;                              // the gradient check applies at these inputs
+  // The central difference's step and tolerance (0: the test's defaults, 1e-6 and 1e-6
+  // relative): an op whose reference rounds (cast) needs a step well above the rounding.
+  double grad_step = 0, grad_tol = 0;
+};
+using ExampleRng = std::mt19937;
+using ExampleFn = std::function<std::vector<OpExample>(ExampleRng&)>;
+
+// How the kernels must agree with the reference where inputs hold NaN or infinities.
+//   Exact     NaN where the reference is NaN, the same infinity where it is infinite.
+//   Superset  every value the reference makes non-finite is non-finite, and the kernels may
+//             make more so: a convolution's zero padding meets an infinite weight (0 * inf),
+//             which one backend multiplies and another skips (the reference skips it).
+enum class NonFinite : uint8_t { Exact, Superset };
 
 struct OpInfo {
   OpKind kind{};
@@ -113,15 +162,23 @@ struct OpInfo {
   std::string signature_text;
   std::vector<ParamSpec> params;
   FusionKind fusion = FusionKind::Opaque;
+  MathKind math = MathKind::Template;
   InferFn infer;
   RefFn reference;
-  UnaryFn unary = nullptr;    // elementwise unary ops
-  BinaryFn binary = nullptr;  // elementwise binary ops
-  GradFn grad;                // empty: not differentiable (comparisons, sources, ...)
-  ScalarFn scalar;            // elementwise ops: the definition code generation compiles
-  std::string summary;        // one line for --help and docs
+  PointwiseFn pointwise = nullptr;  // elementwise ops
+  GradFn grad;                      // empty: not differentiable, and then `no_grad` says why
+  std::string no_grad;              // why the op has no gradient ("its result is bool")
+  // Elementwise ops: per input the expression of its gradient over the inputs, y and g
+  // ("" for none); the rule `grad` is built from them.
+  std::vector<std::string> grad_exprs;
+  ScalarFn scalar;                  // MathKind::Scalar: the definition code generation compiles
+  std::string summary;              // one line for --list-ops and docs
   AutocastPolicy autocast = AutocastPolicy::Follow;
-  bool callable = true;       // false for input/param/constant (not callable by name)
+  FlopsFn flops;                    // empty: by fusion kind (op_flops)
+  std::vector<Domain> domains;      // elementwise ops: per input (one: every input)
+  ExampleFn examples;               // the calls the conformance test makes
+  NonFinite nonfinite = NonFinite::Exact;
+  bool callable = true;             // false for input/param/constant (not callable by name)
 };
 
 class OpRegistry {
@@ -131,7 +188,7 @@ class OpRegistry {
   const OpInfo* find(std::string_view name) const;  // by name, callable ops only
   const std::vector<OpInfo>& all() const { return ops_; }
 
-  // Used by the family files to fill entries.
+  // Used by the family files to fill records.
   class Builder {
    public:
     Builder(OpInfo& info) : info_(info) {}
@@ -139,12 +196,20 @@ class OpRegistry {
     Builder& fusion(FusionKind k) { info_.fusion = k; return *this; }
     Builder& infer(InferFn f) { info_.infer = std::move(f); return *this; }
     Builder& reference(RefFn f) { info_.reference = std::move(f); return *this; }
-    Builder& unary(UnaryFn f) { info_.unary = f; return *this; }
-    Builder& binary(BinaryFn f) { info_.binary = f; return *this; }
+    Builder& pointwise(PointwiseFn f) { info_.pointwise = f; return *this; }
     Builder& grad(GradFn f) { info_.grad = std::move(f); return *this; }
-    Builder& scalar(ScalarFn f) { info_.scalar = std::move(f); return *this; }
+    Builder& no_grad(std::string why) { info_.no_grad = std::move(why); return *this; }
+    // An elementwise op's gradient as expressions (one per input, "" for none).
+    Builder& grad_exprs(std::vector<std::string> exprs);
+    Builder& scalar(ScalarFn f) { info_.scalar = std::move(f); info_.math = MathKind::Scalar; return *this; }
+    Builder& math(std::string expr);  // scalar() with one definition for every attribute
+    Builder& library() { info_.math = MathKind::Library; return *this; }
     Builder& summary(std::string s) { info_.summary = std::move(s); return *this; }
     Builder& autocast(AutocastPolicy p) { info_.autocast = p; return *this; }
+    Builder& flops(FlopsFn f) { info_.flops = std::move(f); return *this; }
+    Builder& domains(std::vector<Domain> d) { info_.domains = std::move(d); return *this; }
+    Builder& examples(ExampleFn f) { info_.examples = std::move(f); return *this; }
+    Builder& nonfinite(NonFinite n) { info_.nonfinite = n; return *this; }
     Builder& internal() { info_.callable = false; return *this; }
 
    private:
@@ -180,6 +245,13 @@ bool normalize_axis(int64_t& axis, int rank);
 // numpy broadcasting of two shapes; nullopt (with a reason) when they do not broadcast.
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b, std::string* why = nullptr);
 
+// The FLOPs of one evaluation of node `id` (the record's rule, else by fusion kind:
+// elementwise, broadcast and injective ops one per output element, reductions and row ops
+// one per input element, sources none, other opaque ops one per output element), and the
+// bytes it reads and writes (its inputs and outputs), as polynomials in the model's dims.
+Dim op_flops(const Graph& g, NodeId id);
+Dim op_bytes(const Graph& g, NodeId id);
+
 // The family registration functions (compiler/ir/ops/*.cc).
 void register_source_ops(OpRegistry& r);
 void register_elementwise_ops(OpRegistry& r);
@@ -188,9 +260,5 @@ void register_shape_ops(OpRegistry& r);
 void register_nn_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
 void register_grad_ops(OpRegistry& r);  // one_hot and the ops gradients are built from
-// Run after the families: gradients (compiler/ir/grads/*.cc) and the scalar definitions
-// code generation compiles (compiler/ir/ops/scalar_defs.cc).
-void register_gradients(OpRegistry& r);
-void register_scalar_defs(OpRegistry& r);
 
 }  // namespace modelc

@@ -1,5 +1,7 @@
 #include "compiler/passes/checkpoint.h"
 
+#include "compiler/ir/op_registry.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -9,7 +11,7 @@ namespace modelc {
 
 double node_flops(const Graph& g, NodeId id, const std::map<std::string, int64_t>& dims) {
   try {
-    std::optional<int64_t> v = recompute_flops(g, id).evaluate(dims);
+    std::optional<int64_t> v = op_flops(g, id).evaluate(dims);
     return v ? static_cast<double>(*v) : 0.0;
   } catch (const DimOverflow&) {
     return 0.0;

@@ -36,12 +36,6 @@ std::vector<bool> read_by_results(const Graph& g) {
   return r;
 }
 
-Dim numel(const TensorType& t) {
-  Dim n(1);
-  for (const Dim& d : t.shape) n = n * d;
-  return n;
-}
-
 // The scope's prefixes by components, shortest first: "a.0/b.1" -> "", "a.0", "a.0/b.1".
 std::vector<std::string> scope_prefixes(const std::string& scope) {
   std::vector<std::string> p{""};
@@ -163,40 +157,6 @@ Recomputed recompute(const Graph& step, const std::vector<NodeId>& drop) {
   if (!problems.empty())
     throw InternalError(fmt::format("internal error: recompute made '{}' malformed: {}", step.name, problems.front()));
   return r;
-}
-
-Dim recompute_flops(const Graph& g, NodeId id) {
-  const Node& node = g.node(id);
-  const OpInfo& info = op_info(node.op);
-  Dim out(0);
-  for (const TensorType& t : node.outputs) out = out + numel(t);
-  switch (info.fusion) {
-    case FusionKind::Source:
-      return Dim(0);
-    case FusionKind::Elementwise:
-    case FusionKind::Broadcast:
-    case FusionKind::Injective:
-      return out;
-    case FusionKind::Reduction:
-    case FusionKind::Row: {
-      Dim in(0);
-      for (const Value& v : node.inputs)
-        if (v.valid()) in = in + numel(g.type(v));
-      return in;
-    }
-    case FusionKind::Opaque:
-      break;
-  }
-  // Opaque ops: their cost is not a property the registry records, so the estimate names them.
-  if (node.op == OpKind::Matmul) {
-    const TensorType& a = g.type(node.inputs.at(0));
-    return Dim(2) * out * a.shape.back();  // output elements (M, N and batch) times K
-  }
-  if (node.op == OpKind::Conv2d) {
-    const Shape& w = g.type(node.inputs.at(1)).shape;  // [O, C/groups, kh, kw]
-    return Dim(2) * out * w.at(1) * w.at(2) * w.at(3);
-  }
-  return out;
 }
 
 ByteSize bytes_under(std::map<std::string, int64_t> dims) {

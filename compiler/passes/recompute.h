@@ -56,14 +56,6 @@ struct Recomputed {
 // param or state (sources cannot be recomputed).
 Recomputed recompute(const Graph& step, const std::vector<NodeId>& drop);
 
-// The floating-point operations one evaluation of node `id` costs, as a polynomial in the
-// model's symbolic dims (evaluate it under bindings with Dim::evaluate): by the op's fusion
-// kind, elementwise, broadcast and injective ops one per output element, reductions and row
-// ops (softmax, layer_norm) one per input element, sources none; of the opaque ops, matmul
-// 2*M*N*K (batch included), conv2d 2 * output elements * C/groups * kh * kw, the others
-// (embedding, gradient kernels) one per output element.
-Dim recompute_flops(const Graph& g, NodeId id);
-
 // The bytes of a tensor type; the policies take one so that symbolic shapes are sized under
 // the caller's bindings (B = 64, ...).
 using ByteSize = std::function<int64_t(const TensorType&)>;

@@ -8,14 +8,11 @@
 #include <bit>
 #include <cstring>
 
-#include "kernels/cpu/conv.h"
-#include "kernels/cpu/cumsum_plan.h"
-#include "kernels/cpu/embedding_plan.h"
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/movement_plan.h"
-#include "kernels/cpu/pool_plan.h"
-
 namespace modelc::kernels {
+
+// The CPU kernels of the table, declared by it.
+#define MODELC_LIBRARY_OP(name, cpu, cuda) void cpu(const LibCall& c);
+#include "kernels/library_ops.def"
 
 namespace {
 

@@ -280,6 +280,12 @@ void run_copies(const LibCall& c, const std::vector<StridedCopy>& copies) {
   for (const StridedCopy& p : copies) run_copy(c, p);
 }
 
+// The CPU kernels kernels/library_ops.def names: each strided-copy op's plan, run.
+#define MODELC_MOVEMENT(op) \
+  void op##_cpu(const LibCall& c) { movement_cpu<plan_##op>(c); }
+MODELC_MOVEMENT_OPS(MODELC_MOVEMENT)
+#undef MODELC_MOVEMENT
+
 void fill_cpu(const LibCall& c) {
   const FillPlan f = plan_fill(c);
   const TensorArg& out = c.out(0);

@@ -53,6 +53,11 @@ std::vector<StridedCopy> plan_concat(const LibCall& c);
 std::vector<StridedCopy> plan_split(const LibCall& c);
 std::vector<StridedCopy> plan_copy(const LibCall& c);
 
+// The strided-copy ops, each its plan (plan_<op>) run by the CPU kernel <op>_cpu
+// (movement.cc) and the CUDA planner <op>_launches (kernels/cuda/launches.cc), the names
+// kernels/library_ops.def gives them: X(op) for each.
+#define MODELC_MOVEMENT_OPS(X) X(transpose) X(permute) X(reshape) X(broadcast_to) X(slice) X(concat) X(split) X(copy)
+
 // Runs `copies` of call `c` on its pool (a copy in place is skipped).
 void run_copies(const LibCall& c, const std::vector<StridedCopy>& copies);
 

@@ -373,7 +373,7 @@ MODELC_HD void epilogue_body(const EpilogueParams& p, int64_t i) {
   store_f32(p.out, p.type, i, ep_activation(p.act, x));
 }
 
-// ---- cumsum (kernels/cpu/cumsum_plan.h) -----------------------------------------------------
+// ---- cumsum (kernels/cumsum.cc) ---------------------------------------------------------------
 
 struct CumsumParams {
   const void* x;  // [outer, len, inner] of the type

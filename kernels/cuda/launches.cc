@@ -9,7 +9,6 @@
 #include <cstring>
 #include <map>
 
-#include "kernels/cpu/cumsum_plan.h"
 #include "kernels/cpu/embedding_plan.h"
 #include "kernels/cpu/movement_plan.h"
 #include "kernels/cpu/pool_plan.h"
@@ -19,16 +18,6 @@ namespace modelc::kernels::cuda {
 namespace {
 
 bool aligned4(const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; }
-
-// The FloatType (bodies.h) of `t`; -1 for a type that is not f32, f16 or bf16.
-int32_t float_type(ElemType t) {
-  switch (t) {
-    case ElemType::F32: return kFloatF32;
-    case ElemType::F16: return kFloatF16;
-    case ElemType::BF16: return kFloatBF16;
-    default: return -1;
-  }
-}
 
 // A copy of 1- or 2-byte elements moves 4-byte words instead when its last dim is
 // contiguous on both sides and every offset is a whole number of aligned words.
@@ -71,16 +60,10 @@ Launch copy_launch(const LibCall& c, StridedCopy p) {
   return l;
 }
 
-OpLaunches one(HandKernel kernel, LaunchParams params) {
-  OpLaunches r;
-  r.launches.push_back({kernel, params});
-  return r;
-}
-
 // ---- the planners of kernels/library_ops.def (HandPlanner) ----------------------------------
 
 template <MovementPlanner P>
-OpLaunches copy_launches(const LibCall& c, const ErrorWordSource&) {
+OpLaunches strided_copy_launches(const LibCall& c, const ErrorWordSource&) {
   OpLaunches r;
   for (const StridedCopy& p : P(c))
     if (!p.in_place(c.inputs[p.src].data, c.outputs[p.dst].data)) r.launches.push_back(copy_launch(c, p));
@@ -97,7 +80,7 @@ OpLaunches fill_launches(const LibCall& c, const ErrorWordSource&) {
 }
 
 template <bool grad>
-OpLaunches embedding_launches(const LibCall& c, const ErrorWordSource& error_word) {
+OpLaunches embedding_op_launches(const LibCall& c, const ErrorWordSource& error_word) {
   const EmbeddingPlan e = grad ? plan_embedding_grad(c) : plan_embedding(c);
   if (e.ids >= (int64_t{1} << 31)) c.fail(fmt::format("has {} ids; the CUDA kernel takes fewer than 2^31", e.ids));
   if (!error_word) c.fail("has no error word for its id check (plan_launches needs an ErrorWordSource)");
@@ -157,18 +140,34 @@ OpLaunches pool_launches(const LibCall& c, const ErrorWordSource&) {
   return one(kernel, k);
 }
 
-OpLaunches cumsum_launches(const LibCall& c, const ErrorWordSource&) {
-  const CumsumPlan p = plan_cumsum(c);
-  CumsumParams k{};
-  k.x = c.in(0).data;
-  k.out = c.out(0).data;
-  k.n = p.len == 0 ? 0 : p.outer * p.inner;
-  k.len = p.len;
-  k.inner = p.inner;
-  k.type = float_type(p.type);
-  k.reverse = p.reverse ? 1 : 0;
-  return one(HandKernel::Cumsum, k);
+}  // namespace
+
+// The planners kernels/library_ops.def names (a template instance each).
+#define MODELC_MOVEMENT(op)                                               \
+  OpLaunches op##_launches(const LibCall& c, const ErrorWordSource& w) {  \
+    return strided_copy_launches<plan_##op>(c, w);                        \
+  }
+MODELC_MOVEMENT_OPS(MODELC_MOVEMENT)
+#undef MODELC_MOVEMENT
+OpLaunches max_pool2d_launches(const LibCall& c, const ErrorWordSource& w) { return pool_launches<PoolOp::MaxPool>(c, w); }
+OpLaunches avg_pool2d_launches(const LibCall& c, const ErrorWordSource& w) { return pool_launches<PoolOp::AvgPool>(c, w); }
+OpLaunches max_pool2d_grad_launches(const LibCall& c, const ErrorWordSource& w) {
+  return pool_launches<PoolOp::MaxPoolGrad>(c, w);
 }
+OpLaunches avg_pool2d_grad_launches(const LibCall& c, const ErrorWordSource& w) {
+  return pool_launches<PoolOp::AvgPoolGrad>(c, w);
+}
+OpLaunches embedding_launches(const LibCall& c, const ErrorWordSource& w) { return embedding_op_launches<false>(c, w); }
+OpLaunches embedding_grad_launches(const LibCall& c, const ErrorWordSource& w) { return embedding_op_launches<true>(c, w); }
+
+// Every planner of the table is declared by it (those defined elsewhere, such as
+// cumsum_launches in kernels/cumsum.cc, need no header).
+#define MODELC_CUDA_HAND(planner) OpLaunches planner(const LibCall&, const ErrorWordSource&);
+#define MODELC_CUDA_LIBRARY(fn)
+#define MODELC_LIBRARY_OP(name, cpu, cuda) cuda
+#include "kernels/library_ops.def"
+
+namespace {
 
 template <class P>
 void each(const P& p, void (*body)(const P&, int64_t)) {
@@ -197,6 +196,22 @@ const std::map<std::string, HandPlanner>& planners() {
 #include "kernels/cuda/hand_kernels.def"
 
 }  // namespace
+
+// The FloatType (bodies.h) of `t`; -1 for a type that is not f32, f16 or bf16.
+int32_t float_type(ElemType t) {
+  switch (t) {
+    case ElemType::F32: return kFloatF32;
+    case ElemType::F16: return kFloatF16;
+    case ElemType::BF16: return kFloatBF16;
+    default: return -1;
+  }
+}
+
+OpLaunches one(HandKernel kernel, LaunchParams params) {
+  OpLaunches r;
+  r.launches.push_back({kernel, params});
+  return r;
+}
 
 const char* hand_kernel_name(HandKernel k) {
   static constexpr const char* names[] = {

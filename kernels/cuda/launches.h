@@ -81,6 +81,11 @@ using ErrorWordSource = std::function<unsigned long long*()>;
 // and returns its launches.
 using HandPlanner = OpLaunches (*)(const LibCall& c, const ErrorWordSource& error_word);
 
+// Helpers of the planners: one launch of `kernel`; the FloatType (bodies.h) of a type, -1
+// for one that is not f32, f16 or bf16.
+OpLaunches one(HandKernel kernel, LaunchParams params);
+int32_t float_type(ElemType t);
+
 // The ops kernels/cuda/ implements (sorted): kernels/library_ops.def's MODELC_CUDA_HAND ops.
 std::vector<std::string> hand_kernel_ops();
 

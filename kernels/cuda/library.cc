@@ -4,6 +4,14 @@
 #include "kernels/cuda/ops.h"
 
 namespace modelc::rt::cuda {
+
+// The vendor-library ops of the table (cuBLASLt: blaslt.cc, cuDNN: dnn.cc), declared by it.
+// Each throws RuntimeError saying why when its library cannot be loaded.
+#define MODELC_CUDA_LIBRARY(fn) void fn(const CudaLibCall& c);
+#define MODELC_CUDA_HAND(planner)
+#define MODELC_LIBRARY_OP(name, cpu, cuda) cuda
+#include "kernels/library_ops.def"
+
 namespace {
 
 struct CudaImpl {

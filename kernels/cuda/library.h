@@ -43,11 +43,4 @@ const char* hand_kernels_ptx();
 std::string blaslt_status();
 std::string dnn_status();
 
-// The vendor-library ops of kernels/library_ops.def (MODELC_CUDA_LIBRARY). Each throws
-// RuntimeError saying why when its library cannot be loaded.
-void matmul_cuda(const CudaLibCall& c);              // cuBLASLt, kernels/cuda/blaslt.cc
-void conv2d_cuda(const CudaLibCall& c);              // cuDNN, kernels/cuda/dnn.cc
-void conv2d_grad_input_cuda(const CudaLibCall& c);   // cuDNN
-void conv2d_grad_weight_cuda(const CudaLibCall& c);  // cuDNN
-
 }  // namespace modelc::rt::cuda

@@ -14,6 +14,8 @@
 
 #include <unistd.h>
 
+#include "tests/common/sanitizers.h"
+
 namespace modelc::test {
 
 // ptxas: $MODELC_PTXAS when set, else the CUDA toolkit's; "" when there is none.
@@ -23,9 +25,14 @@ inline std::string ptxas_path() {
   return std::filesystem::exists(p) ? p : "";
 }
 
-// Skips the calling test, saying why, when there is no ptxas.
+// Skips the calling test, saying why, when there is no ptxas, and under a sanitizer: what
+// ptxas checks does not depend on the build, so the normal build's run is the one that
+// counts (it costs the sanitizer build minutes, instrumented, for nothing new).
 #define MODELC_REQUIRE_PTXAS()                                                                        \
   do {                                                                                                \
+    if (::modelc::test::kSanitized) {                                                                  \
+      GTEST_SKIP() << "ptxas is a build-independent check: the normal build runs it";                 \
+    }                                                                                                 \
     if (::modelc::test::ptxas_path().empty()) {                                                       \
       std::cerr << "no ptxas (looked at $MODELC_PTXAS and /usr/local/cuda/bin/ptxas): PTX not assembled\n"; \
       GTEST_SKIP() << "no ptxas: install the CUDA toolkit at /usr/local/cuda or set MODELC_PTXAS";    \

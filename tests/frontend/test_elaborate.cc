@@ -188,16 +188,9 @@ TEST(Elaborate, NumbersFoldAndAdoptTheTensorDtype) {
   EXPECT_EQ(constants, (std::vector<double>{0.5, 2.0}));
 }
 
-TEST(Elaborate, EveryRegisteredOpIsDocumented) {
-  std::ifstream in(kRoot / "docs/language.md");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string doc = ss.str();
-  for (const OpInfo& op : OpRegistry::get().all()) {
-    if (!op.callable) continue;
-    EXPECT_NE(doc.find("`" + op.name + "`"), std::string::npos) << op.name << " is missing from docs/language.md";
-    EXPECT_FALSE(op.summary.empty()) << op.name;
-  }
+TEST(Elaborate, EveryRegisteredOpHasASummary) {
+  // docs/ops.md is generated from the summaries (the golden test docs.ops_reference).
+  for (const OpInfo& op : OpRegistry::get().all()) EXPECT_FALSE(op.summary.empty()) << op.name;
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 // Elementwise ops: shape rules (symbolic shapes, broadcasting, every refusal with its
-// exact message) and the reference on fresh random inputs against independent loops.
+// exact message) and the reference's broadcasting on fresh random inputs against
+// independent loops. The ops come from the registry (the records of elementwise.def): what
+// each takes is read from its shape rule, its scalar function is its record's `pointwise`
+// (tests/conformance checks that against the compiled kernels and the gradients).
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -43,57 +46,68 @@ double at_broadcast(const RefTensor& t, const std::vector<int64_t>& idx) {
   return t[flat];
 }
 
-// --- unary ----------------------------------------------------------------------------
+// --- the table ops -----------------------------------------------------------------------
 
-struct UnaryCase {
-  OpKind op;
-  const char* name;
-  bool int_ok;
-  double lo, hi;           // input range for the reference check
-  double (*want)(double);  // written differently from the op's scalar function
-};
+// The elementwise ops given whole by their records (a pointwise function and a domain) with
+// `inputs` tensor parameters.
+std::vector<const OpInfo*> table_ops(size_t inputs) {
+  std::vector<const OpInfo*> ops;
+  for (const OpInfo& op : OpRegistry::get().all()) {
+    size_t tensors = 0;
+    for (const ParamSpec& p : op.params) tensors += p.kind == ParamKind::Tensor;
+    if (op.pointwise && !op.domains.empty() && tensors == inputs && op.math == MathKind::Scalar) ops.push_back(&op);
+  }
+  return ops;
+}
 
-const UnaryCase kUnary[] = {
-    {OpKind::Neg, "neg", true, -5, 5, [](double x) { return 0.0 - x; }},
-    {OpKind::Abs, "abs", true, -5, 5, [](double x) { return x < 0 ? -x : x; }},
-    {OpKind::Exp, "exp", false, -5, 5, [](double x) { return std::pow(std::numbers::e, x); }},
-    {OpKind::Log, "log", false, 0.01, 5, [](double x) { return std::log2(x) / std::numbers::log2e; }},
-    {OpKind::Sqrt, "sqrt", false, 0, 5, [](double x) { return std::pow(x, 0.5); }},
-    {OpKind::Rsqrt, "rsqrt", false, 0.01, 5, [](double x) { return std::pow(x, -0.5); }},
-    {OpKind::Tanh, "tanh", false, -5, 5,
-     [](double x) { return std::expm1(2 * x) / (std::exp(2 * x) + 1); }},
-    {OpKind::Sigmoid, "sigmoid", false, -8, 8, [](double x) { return 0.5 * (1 + std::tanh(x / 2)); }},
-    {OpKind::Relu, "relu", false, -5, 5, [](double x) { return std::max(x, 0.0); }},
-    {OpKind::Silu, "silu", false, -8, 8, [](double x) { return x / (1 + std::exp(-x)); }},
-};
+// Whether the shape rule takes operands of dtype t (read from the rule, not a list).
+bool takes(const OpInfo& op, DType t, size_t inputs) {
+  std::vector<std::optional<TensorType>> in(inputs, tt(t, {3}));
+  return !build_op(op.kind, in).error;
+}
+
+// A comparison: f32 operands give bool.
+bool compares(const OpInfo& op) {
+  auto o = build_op(op.kind, {f32({3}), f32({3})});
+  return !o.error && o.g.node(o.node).outputs[0].dtype == DType::Bool;
+}
+
+// What the tests below iterate: the records of elementwise.def, found by their contents.
+TEST(ElementwiseUnary, TheTablesHoldTheRecords) {
+  std::vector<std::string> names;
+  for (size_t inputs : {1, 2})
+    for (const OpInfo* op : table_ops(inputs)) names.push_back(op->name);
+  for (const char* n : {"exp", "relu", "softplus", "leaky_relu", "log1p", "add", "pow", "eq"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+}
 
 TEST(ElementwiseUnary, ShapeRuleKeepsTypeAndRefusesWrongDtypes) {
-  for (const UnaryCase& c : kUnary) {
-    SCOPED_TRACE(c.name);
-    expect_type(build_op(c.op, {f32({B, 3})}), f32({B, 3}));
-    expect_type(build_op(c.op, {tt(DType::F16, {B, T})}), tt(DType::F16, {B, T}));
-    expect_type(build_op(c.op, {tt(DType::BF16, {})}), tt(DType::BF16, {}));
-    auto i32 = build_op(c.op, {tt(DType::I32, {B, 3})});
-    if (c.int_ok) {
+  for (const OpInfo* op : table_ops(1)) {
+    SCOPED_TRACE(op->name);
+    expect_type(build_op(op->kind, {f32({B, 3})}), f32({B, 3}));
+    expect_type(build_op(op->kind, {tt(DType::F16, {B, T})}), tt(DType::F16, {B, T}));
+    expect_type(build_op(op->kind, {tt(DType::BF16, {})}), tt(DType::BF16, {}));
+    auto i32 = build_op(op->kind, {tt(DType::I32, {B, 3})});
+    if (takes(*op, DType::I32, 1)) {
       expect_type(i32, tt(DType::I32, {B, 3}));
-      expect_error(build_op(c.op, {tt(DType::Bool, {B, 3})}),
-                   std::string(c.name) + " expects a floating-point or i32 tensor, got bool[B,3]", 0);
+      expect_error(build_op(op->kind, {tt(DType::Bool, {B, 3})}),
+                   op->name + " expects a floating-point or i32 tensor, got bool[B,3]", 0);
     } else {
-      expect_error(i32, std::string(c.name) + " expects a floating-point tensor, got i32[B,3]", 0);
-      expect_error(build_op(c.op, {tt(DType::Bool, {3})}),
-                   std::string(c.name) + " expects a floating-point tensor, got bool[3]", 0);
+      expect_error(i32, op->name + " expects a floating-point tensor, got i32[B,3]", 0);
+      expect_error(build_op(op->kind, {tt(DType::Bool, {3})}), op->name + " expects a floating-point tensor, got bool[3]", 0);
     }
   }
 }
 
-TEST(ElementwiseUnary, ReferenceMatchesIndependentFormulas) {
-  for (const UnaryCase& c : kUnary) {
-    SCOPED_TRACE(c.name);
-    for (int trial = 0; trial < 4; ++trial) {
-      RefTensor x = random_tensor(random_float_dtype(), random_shape(rnd(0, 4)), c.lo, c.hi);
+TEST(ElementwiseUnary, ReferenceIsThePointwiseFunctionOfEachElement) {
+  for (const OpInfo* op : table_ops(1)) {
+    SCOPED_TRACE(op->name);
+    for (int trial = 0; trial < 3; ++trial) {
+      RefTensor x = random_tensor(random_float_dtype(), random_shape(rnd(0, 4)), op->domains[0].lo, op->domains[0].hi);
+      auto o = build_op(op->kind, {type_of(x)});
       RefTensor want = x;
-      for (double& v : want.data) v = c.want(v);
-      expect_near(run_op(build_op(c.op, {type_of(x)}), {x})[0], want, kTol, c.name);
+      for (double& v : want.data) v = op->pointwise(&v, o.attrs());
+      expect_near(run_op(o, {x})[0], want, 0, op->name);
     }
   }
 }
@@ -113,13 +127,6 @@ TEST(ElementwiseUnary, NegAndAbsStayIntegralOnI32) {
     ASSERT_EQ(got.dtype, DType::I32);
     for (int64_t i = 0; i < x.numel(); ++i)
       EXPECT_EQ(got[i], op == OpKind::Neg ? -x[i] : (x[i] < 0 ? -x[i] : x[i]));
-  }
-}
-
-TEST(ElementwiseUnary, ReferencePropagatesNaN) {
-  for (const UnaryCase& c : kUnary) {
-    RefTensor x(DType::F32, {1}, std::numeric_limits<double>::quiet_NaN());
-    EXPECT_TRUE(std::isnan(run_op(build_op(c.op, {type_of(x)}), {x})[0][0])) << c.name;
   }
 }
 
@@ -206,37 +213,13 @@ TEST(ElementwiseCast, ReferenceRoundsLikeTheTargetType) {
 
 // --- binary ---------------------------------------------------------------------------
 
-struct BinaryCase {
-  OpKind op;
-  const char* name;
-  bool int_ok, bool_ok, compare;
-  double lo, hi;                   // operand range for the reference check
-  double (*want)(double, double);  // by hand
-};
-
-const BinaryCase kBinary[] = {
-    {OpKind::Add, "add", true, false, false, -5, 5, [](double a, double b) { return a - -b; }},
-    {OpKind::Sub, "sub", true, false, false, -5, 5, [](double a, double b) { return a + -b; }},
-    {OpKind::Mul, "mul", true, false, false, -5, 5, [](double a, double b) { return a * b; }},
-    {OpKind::Div, "div", false, false, false, 0.5, 5, [](double a, double b) { return a * (1 / b); }},
-    {OpKind::Pow, "pow", false, false, false, 0.1, 3, [](double a, double b) { return std::exp(b * std::log(a)); }},
-    {OpKind::Maximum, "maximum", true, false, false, -5, 5, [](double a, double b) { return std::max(a, b); }},
-    {OpKind::Minimum, "minimum", true, false, false, -5, 5, [](double a, double b) { return std::min(a, b); }},
-    // Comparisons run on small integers so that ties (where lt/le differ) are frequent.
-    {OpKind::Lt, "lt", true, false, true, -2, 2, [](double a, double b) { return b - a > 0 ? 1.0 : 0.0; }},
-    {OpKind::Le, "le", true, false, true, -2, 2, [](double a, double b) { return b - a >= 0 ? 1.0 : 0.0; }},
-    {OpKind::Gt, "gt", true, false, true, -2, 2, [](double a, double b) { return a - b > 0 ? 1.0 : 0.0; }},
-    {OpKind::Ge, "ge", true, false, true, -2, 2, [](double a, double b) { return a - b >= 0 ? 1.0 : 0.0; }},
-    {OpKind::Eq, "eq", true, true, true, -2, 2, [](double a, double b) { return a - b == 0 ? 1.0 : 0.0; }},
-    {OpKind::Ne, "ne", true, true, true, -2, 2, [](double a, double b) { return a - b == 0 ? 0.0 : 1.0; }},
-};
-
 TEST(ElementwiseBinary, ShapeRuleBroadcastsSymbolicShapes) {
-  for (const BinaryCase& c : kBinary) {
-    SCOPED_TRACE(c.name);
-    DType out = c.compare ? DType::Bool : DType::F32;
+  for (const OpInfo* op : table_ops(2)) {
+    SCOPED_TRACE(op->name);
+    const bool compare = compares(*op);
+    DType out = compare ? DType::Bool : DType::F32;
     auto check = [&](TensorType a, TensorType b, Shape want) {
-      expect_type(build_op(c.op, {a, b}), tt(out, std::move(want)));
+      expect_type(build_op(op->kind, {a, b}), tt(out, std::move(want)));
     };
     check(f32({B, 3}), f32({3}), {B, 3});
     check(f32({3}), f32({B, 3}), {B, 3});
@@ -246,94 +229,95 @@ TEST(ElementwiseBinary, ShapeRuleBroadcastsSymbolicShapes) {
     check(f32({B, 1, 3}), f32({T, 1}), {B, T, 3});
     check(f32({B * T, 4}), f32({B * T, 1}), {B * T, 4});
     check(f32({1}), f32({B}), {B});
-    DType f16_out = c.compare ? DType::Bool : DType::F16;
-    expect_type(build_op(c.op, {tt(DType::F16, {B, 2}), tt(DType::F16, {2})}), tt(f16_out, {B, 2}));
+    DType f16_out = compare ? DType::Bool : DType::F16;
+    expect_type(build_op(op->kind, {tt(DType::F16, {B, 2}), tt(DType::F16, {2})}), tt(f16_out, {B, 2}));
   }
 }
 
 TEST(ElementwiseBinary, ShapeRuleRefusals) {
-  for (const BinaryCase& c : kBinary) {
-    SCOPED_TRACE(c.name);
-    std::string n = c.name;
-    expect_error(build_op(c.op, {f32({B, 3}), f32({4})}),
+  for (const OpInfo* op : table_ops(2)) {
+    SCOPED_TRACE(op->name);
+    const std::string n = op->name;
+    const bool int_ok = takes(*op, DType::I32, 2), bool_ok = takes(*op, DType::Bool, 2), compare = compares(*op);
+    expect_error(build_op(op->kind, {f32({B, 3}), f32({4})}),
                  "cannot broadcast f32[B,3] and f32[4] in " + n + " (dimension 1 from the end: 3 vs 4)");
-    expect_error(build_op(c.op, {f32({B, 2, 3}), f32({5, 3})}),
+    expect_error(build_op(op->kind, {f32({B, 2, 3}), f32({5, 3})}),
                  "cannot broadcast f32[B,2,3] and f32[5,3] in " + n + " (dimension 2 from the end: 2 vs 5)");
     // Two different symbols may be equal at run time, but the rule cannot know it.
-    expect_error(build_op(c.op, {f32({B}), f32({T})}),
+    expect_error(build_op(op->kind, {f32({B}), f32({T})}),
                  "cannot broadcast f32[B] and f32[T] in " + n + " (dimension 1 from the end: B vs T)");
-    expect_error(build_op(c.op, {f32({B, 3}), tt(DType::F16, {3})}), "dtype mismatch in " + n + ": f32[B,3] and f16[3]");
-    expect_error(build_op(c.op, {tt(DType::I32, {B}), f32({B})}), "dtype mismatch in " + n + ": i32[B] and f32[B]");
+    expect_error(build_op(op->kind, {f32({B, 3}), tt(DType::F16, {3})}), "dtype mismatch in " + n + ": f32[B,3] and f16[3]");
+    expect_error(build_op(op->kind, {tt(DType::I32, {B}), f32({B})}), "dtype mismatch in " + n + ": i32[B] and f32[B]");
 
-    auto i32 = build_op(c.op, {tt(DType::I32, {B, 3}), tt(DType::I32, {3})});
-    if (c.int_ok) expect_type(i32, tt(c.compare ? DType::Bool : DType::I32, {B, 3}));
+    auto i32 = build_op(op->kind, {tt(DType::I32, {B, 3}), tt(DType::I32, {3})});
+    if (int_ok) expect_type(i32, tt(compare ? DType::Bool : DType::I32, {B, 3}));
     else expect_error(i32, n + " expects floating-point tensors, got i32[B,3]", 0);
 
-    auto bools = build_op(c.op, {tt(DType::Bool, {B}), tt(DType::Bool, {1})});
-    if (c.bool_ok) expect_type(bools, tt(DType::Bool, {B}));
+    auto bools = build_op(op->kind, {tt(DType::Bool, {B}), tt(DType::Bool, {1})});
+    if (bool_ok) expect_type(bools, tt(DType::Bool, {B}));
     else
-      expect_error(bools, n + " expects floating-point" + (c.int_ok ? " or i32" : "") + " tensors, got bool[B]", 0);
+      expect_error(bools, n + " expects floating-point" + (int_ok ? " or i32" : "") + " tensors, got bool[B]", 0);
   }
 }
 
-// Runs op on a and b and compares with c.want applied by hand-written broadcasting.
-void check_binary(const BinaryCase& c, const RefTensor& a, const RefTensor& b) {
+// Runs op on a and b and compares with its pointwise function applied by hand-written
+// broadcasting.
+void check_binary(const OpInfo& op, const RefTensor& a, const RefTensor& b) {
   std::vector<int64_t> shape = broadcast_result({a.shape, b.shape});
-  auto o = build_op(c.op, {type_of(a), type_of(b)});
+  auto o = build_op(op.kind, {type_of(a), type_of(b)});
   ASSERT_FALSE(o.error) << o.error->message;
-  RefTensor want(c.compare ? DType::Bool : a.dtype, shape);
+  RefTensor want(o.g.node(o.node).outputs[0].dtype, shape);
   for (int64_t i = 0; i < want.numel(); ++i) {
     auto idx = unflatten(i, shape);
-    want[i] = c.want(at_broadcast(a, idx), at_broadcast(b, idx));
+    const double in[] = {at_broadcast(a, idx), at_broadcast(b, idx)};
+    want[i] = op.pointwise(in, o.attrs());
   }
-  expect_near(run_op(o, {a, b})[0], want, kTol, std::string(c.name) + " " + a.shape_str() + " " + b.shape_str());
+  expect_near(run_op(o, {a, b})[0], want, 0, op.name + " " + a.shape_str() + " " + b.shape_str());
 }
 
-RefTensor operand(const BinaryCase& c, DType t, std::vector<int64_t> shape) {
-  RefTensor x = random_tensor(t, std::move(shape), c.lo, c.hi);
-  if (c.compare)
-    for (double& v : x.data) v = std::floor(v);
-  return x;
+RefTensor operand(const OpInfo& op, size_t k, DType t, std::vector<int64_t> shape) {
+  return random_tensor(t, std::move(shape), op.domains[std::min(k, op.domains.size() - 1)].lo,
+                       op.domains[std::min(k, op.domains.size() - 1)].hi);
 }
 
 TEST(ElementwiseBinary, ReferenceOnRandomBroadcasts) {
-  for (const BinaryCase& c : kBinary) {
-    SCOPED_TRACE(c.name);
+  for (const OpInfo* op : table_ops(2)) {
+    SCOPED_TRACE(op->name);
     for (int trial = 0; trial < 6; ++trial) {
       DType t = random_float_dtype();
       std::vector<int64_t> out = random_shape(rnd(0, 4));
       // Either side may be the smaller one.
       std::vector<int64_t> sa = operand_for(out), sb = out;
       if (trial % 2) std::swap(sa, sb);
-      check_binary(c, operand(c, t, sa), operand(c, t, sb));
+      check_binary(*op, operand(*op, 0, t, sa), operand(*op, 1, t, sb));
     }
     // Ranks that differ, and a pair where each side broadcasts along a different axis.
     DType t = random_float_dtype();
     int64_t n = rnd(1, 5);
-    check_binary(c, operand(c, t, {2, 3, n}), operand(c, t, {n}));
-    check_binary(c, operand(c, t, {n, 1}), operand(c, t, {2, 1, 4}));
-    check_binary(c, operand(c, t, {}), operand(c, t, {n, 3}));
+    check_binary(*op, operand(*op, 0, t, {2, 3, n}), operand(*op, 1, t, {n}));
+    check_binary(*op, operand(*op, 0, t, {n, 1}), operand(*op, 1, t, {2, 1, 4}));
+    check_binary(*op, operand(*op, 0, t, {}), operand(*op, 1, t, {n, 3}));
   }
 }
 
 TEST(ElementwiseBinary, ReferenceOnI32StaysIntegral) {
-  for (const BinaryCase& c : kBinary) {
-    if (!c.int_ok) continue;
-    SCOPED_TRACE(c.name);
+  for (const OpInfo* op : table_ops(2)) {
+    if (!takes(*op, DType::I32, 2)) continue;
+    SCOPED_TRACE(op->name);
     std::vector<int64_t> out = random_shape(rnd(0, 3));
     RefTensor a = random_tensor(DType::I32, operand_for(out), -50, 50);
     RefTensor b = random_tensor(DType::I32, out, -50, 50);
-    check_binary(c, a, b);
-    RefTensor got = run_op(build_op(c.op, {type_of(a), type_of(b)}), {a, b})[0];
+    check_binary(*op, a, b);
+    RefTensor got = run_op(build_op(op->kind, {type_of(a), type_of(b)}), {a, b})[0];
     for (double v : got.data) EXPECT_EQ(v, std::trunc(v));
   }
 }
 
 TEST(ElementwiseBinary, EqualityOnBool) {
-  for (const BinaryCase& c : kBinary) {
-    if (!c.bool_ok) continue;
+  for (const OpInfo* op : table_ops(2)) {
+    if (!takes(*op, DType::Bool, 2)) continue;
     std::vector<int64_t> out = random_shape(rnd(0, 3));
-    check_binary(c, random_tensor(DType::Bool, out), random_tensor(DType::Bool, operand_for(out)));
+    check_binary(*op, random_tensor(DType::Bool, out), random_tensor(DType::Bool, operand_for(out)));
   }
 }
 
@@ -397,26 +381,22 @@ TEST(ElementwiseWhere, ReferenceOnRandomBroadcasts) {
 
 // --- registry entries -----------------------------------------------------------------
 
-TEST(ElementwiseRegistry, EntriesCarryTheirScalarFunctionsAndFusionKinds) {
-  for (const UnaryCase& c : kUnary) {
-    const OpInfo& info = op_info(c.op);
-    EXPECT_EQ(info.signature_text, "x: tensor") << c.name;
-    EXPECT_EQ(info.fusion, FusionKind::Elementwise) << c.name;
-    ASSERT_NE(info.unary, nullptr) << c.name;
-    double x = c.lo + 0.37 * (c.hi - c.lo);
-    EXPECT_NEAR(info.unary(x), c.want(x), kTol * (1 + std::fabs(c.want(x)))) << c.name;
-    EXPECT_FALSE(info.summary.empty()) << c.name;
-  }
-  for (const BinaryCase& c : kBinary) {
-    const OpInfo& info = op_info(c.op);
-    EXPECT_EQ(info.signature_text, "a: tensor, b: tensor") << c.name;
-    EXPECT_EQ(info.fusion, FusionKind::Broadcast) << c.name;
-    ASSERT_NE(info.binary, nullptr) << c.name;
-    EXPECT_NEAR(info.binary(1.5, 0.5), c.want(1.5, 0.5), kTol) << c.name;
-    EXPECT_FALSE(info.summary.empty()) << c.name;
-  }
+TEST(ElementwiseRegistry, EntriesCarryTheirDefinitionsAndFusionKinds) {
+  for (size_t inputs : {1, 2})
+    for (const OpInfo* op : table_ops(inputs)) {
+      SCOPED_TRACE(op->name);
+      EXPECT_EQ(op->fusion, inputs == 1 ? FusionKind::Elementwise : FusionKind::Broadcast);
+      if (op->kind != OpKind::Gelu) {  // gelu's gradient is a C++ rule
+        EXPECT_EQ(op->grad_exprs.size(), inputs);
+      }
+      EXPECT_EQ(static_cast<bool>(op->grad), !compares(*op));  // comparisons alone have no gradient
+      EXPECT_FALSE(op->summary.empty());
+      if (inputs == 2) {
+        EXPECT_EQ(op->signature_text, "a: tensor, b: tensor");
+      }
+    }
   EXPECT_EQ(op_info(OpKind::Gelu).signature_text, "x: tensor, approximate: str = \"none\"");
-  EXPECT_EQ(op_info(OpKind::Gelu).unary, nullptr);  // its function depends on an attribute
+  EXPECT_EQ(op_info(OpKind::LeakyRelu).signature_text, "x: tensor, negative_slope: float = 0.01");
   EXPECT_EQ(op_info(OpKind::Cast).signature_text, "x: tensor, dtype: dtype");
   EXPECT_EQ(op_info(OpKind::Where).signature_text, "cond: tensor, a: tensor, b: tensor");
   EXPECT_EQ(op_info(OpKind::Where).fusion, FusionKind::Broadcast);

@@ -467,7 +467,7 @@ TEST(Recompute, Flops) {
   auto flops = [](OpKind k, const std::vector<std::optional<TensorType>>& in, Attrs a = {}) {
     OneOp o = build_op(k, in, std::move(a));
     EXPECT_FALSE(o.error) << o.error->message;
-    return recompute_flops(o.g, o.node);
+    return op_flops(o.g, o.node);
   };
   EXPECT_EQ(flops(OpKind::Matmul, {f32({B, 3}), f32({3, 5})}), Dim(30) * B);
   EXPECT_EQ(flops(OpKind::Matmul, {f32({2, B, 3}), f32({3, 5})}), Dim(60) * B);
@@ -480,7 +480,7 @@ TEST(Recompute, Flops) {
   EXPECT_EQ(flops(OpKind::Conv2d, {f32({B, 4, 5, 5}), f32({6, 2, 3, 3}), std::nullopt}, attrs({{"groups", int64_t{2}}})),
             Dim(2 * 54 * 2 * 9) * B);
   OneOp in = build_op(OpKind::Relu, {f32({B})});
-  EXPECT_EQ(recompute_flops(in.g, in.g.inputs[0]), Dim(0));
+  EXPECT_EQ(op_flops(in.g, in.g.inputs[0]), Dim(0));
 }
 
 }  // namespace

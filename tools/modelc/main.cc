@@ -26,6 +26,7 @@
 #include "compiler/passes/fusion.h"
 #include "compiler/passes/memory_report.h"
 #include "compiler/frontend/parser.h"
+#include "compiler/ir/op_doc.h"
 #include "compiler/ir/printer.h"
 #include "compiler/ir/verifier.h"
 #include "runtime/base/error.h"
@@ -128,7 +129,7 @@ int main(int argc, char** argv) {
   CLI::App app{"modelc: compiles .model files into .plan files (or prints a stage of the compilation)", "modelc"};
   std::string file, emit, output, model, warn, target = "sm_80";
   std::vector<std::string> defines, fflags;
-  bool check = false, version = false;
+  bool check = false, version = false, list_ops = false;
   int error_limit = 20;
   app.add_option("file", file, "the .model file to compile");
   app.add_option("--emit", emit,
@@ -191,6 +192,7 @@ int main(int argc, char** argv) {
   app.add_option("--error-limit", error_limit, "stop after this many errors (0: no limit)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_flag("--version", version, "print the version and exit");
+  app.add_flag("--list-ops", list_ops, "print the reference of every built-in op (the Markdown of docs/ops.md) and exit");
   app.footer("With neither --emit nor -o, modelc checks the file (as --check). `modelc FILE.model -o FILE.plan`\n"
              "compiles it for this machine's CPU; `modelrun train FILE.plan` runs it (see docs/plan-format.md).\n"
              "Exit status: 0 success, 1 errors in the input, 2 a bad command line, 3 an internal error.");
@@ -203,6 +205,10 @@ int main(int argc, char** argv) {
   }
   if (version) {
     fmt::print("modelc {}\n", MODELC_VERSION);
+    return 0;
+  }
+  if (list_ops) {
+    fmt::print("{}", modelc::op_reference_markdown());
     return 0;
   }
   if (file.empty()) {

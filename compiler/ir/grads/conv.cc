@@ -13,7 +13,9 @@ Attrs pick(const Attrs& from, std::initializer_list<const char*> names) {
   return a;
 }
 
-void conv2d_grad(GradCtx& c) {
+}  // namespace
+
+void conv2d(GradCtx& c) {
   Value g = out_grad(c), x = c.input(0), w = c.input(1);
   const Attrs& at = c.node.attrs;
   Value gx, gw, gb;
@@ -35,19 +37,14 @@ void conv2d_grad(GradCtx& c) {
   c.in_grads = {gx, gw, gb};
 }
 
-}  // namespace
+void max_pool2d(GradCtx& c) {
+  c.in_grads = {c.emit(OpKind::MaxPool2dGrad, {c.input(0), out_grad(c)}, pick(c.node.attrs, {"kernel", "stride", "padding"}))};
+}
 
-void register_conv_grads(OpRegistry& r) {
-  r.def(OpKind::Conv2d).grad(conv2d_grad);
-  r.def(OpKind::MaxPool2d).grad([](GradCtx& c) {
-    c.in_grads = {c.emit(OpKind::MaxPool2dGrad, {c.input(0), out_grad(c)},
-                         pick(c.node.attrs, {"kernel", "stride", "padding"}))};
-  });
-  r.def(OpKind::AvgPool2d).grad([](GradCtx& c) {
-    Attrs a = pick(c.node.attrs, {"kernel", "stride", "padding"});
-    a.set("input_shape", c.type(c.input(0)).shape);
-    c.in_grads = {c.emit(OpKind::AvgPool2dGrad, {out_grad(c)}, std::move(a))};
-  });
+void avg_pool2d(GradCtx& c) {
+  Attrs a = pick(c.node.attrs, {"kernel", "stride", "padding"});
+  a.set("input_shape", c.type(c.input(0)).shape);
+  c.in_grads = {c.emit(OpKind::AvgPool2dGrad, {out_grad(c)}, std::move(a))};
 }
 
 }  // namespace modelc::grads

@@ -1,5 +1,5 @@
-// Helpers shared by the gradient rules (compiler/ir/grads/*.cc), and the registration
-// function of each rule family.
+// Helpers shared by the gradient rules (compiler/ir/grads/*.cc), and the rules the op
+// records name.
 #pragma once
 
 #include <vector>
@@ -36,10 +36,34 @@ Value neg(GradCtx& c, Value a);
 // A scalar constant of the dtype of `like`.
 Value scalar(GradCtx& c, double v, Value like);
 
-void register_elementwise_grads(OpRegistry& r);
-void register_reduce_grads(OpRegistry& r);
-void register_shape_grads(OpRegistry& r);
-void register_nn_grads(OpRegistry& r);
-void register_conv_grads(OpRegistry& r);
+// The rules the records name (OpRegistry::Builder::grad), by op family.
+// elementwise.cc
+void gelu(GradCtx& c);
+void cast(GradCtx& c);
+// reduce.cc
+void sum(GradCtx& c);
+void mean(GradCtx& c);
+void max(GradCtx& c);
+// shape.cc
+void matmul(GradCtx& c);
+void transpose(GradCtx& c);
+void permute(GradCtx& c);
+void reshape(GradCtx& c);
+void broadcast_to(GradCtx& c);
+void slice(GradCtx& c);
+void concat(GradCtx& c);
+void split(GradCtx& c);
+// nn.cc
+void softmax(GradCtx& c);
+void log_softmax(GradCtx& c);
+void layer_norm(GradCtx& c);
+void embedding(GradCtx& c);
+void cross_entropy(GradCtx& c);
+void dropout(GradCtx& c);
+void causal_mask(GradCtx& c);
+// conv.cc
+void conv2d(GradCtx& c);
+void max_pool2d(GradCtx& c);
+void avg_pool2d(GradCtx& c);
 
 }  // namespace modelc::grads

@@ -1,5 +1,5 @@
 // Gradient rules of the neural-network ops, built from primitives: softmax, log_softmax,
-// layer_norm (recomputing its statistics), embedding (embedding_grad, a scatter-add),
+// layer_norm (recomputing its statistics), embedding (embedding, a scatter-add),
 // cross_entropy ((softmax(logits) - one_hot(targets)) * g / positions), dropout (dropout of
 // the gradient with the same attributes: the same key draws the same mask) and
 // causal_mask (zero where the forward masked).
@@ -16,19 +16,21 @@ Value cast_to(GradCtx& c, Value x, DType t) {
   return c.emit(OpKind::Cast, {x}, std::move(a));
 }
 
-void softmax_grad(GradCtx& c) {  // y (g - sum(g y))
+}  // namespace
+
+void softmax(GradCtx& c) {  // y (g - sum(g y))
   Value g = out_grad(c), y = c.output();
   Ints axis{c.node.attrs.i("axis")};
   c.in_grads = {mul(c, y, sub(c, g, sum_keep(c, mul(c, g, y), axis)))};
 }
 
-void log_softmax_grad(GradCtx& c) {  // g - exp(y) sum(g)
+void log_softmax(GradCtx& c) {  // g - exp(y) sum(g)
   Value g = out_grad(c), y = c.output();
   Ints axis{c.node.attrs.i("axis")};
   c.in_grads = {sub(c, g, mul(c, c.emit(OpKind::Exp, {y}), sum_keep(c, g, axis)))};
 }
 
-void layer_norm_grad(GradCtx& c) {
+void layer_norm(GradCtx& c) {
   Value x = c.input(0), g = out_grad(c);
   Ints last{c.type(x).rank() - 1};
   Value mu = mean_keep(c, x, last);
@@ -45,7 +47,7 @@ void layer_norm_grad(GradCtx& c) {
                 has_b && c.needs(2) ? reduce_to(c, g, c.type(c.input(2)).shape) : Value{}};
 }
 
-void embedding_grad(GradCtx& c) {
+void embedding(GradCtx& c) {
   const TensorType& table = c.type(c.input(1));
   Attrs a;
   a.set("rows", known(c, table.shape[0], "table row count"));
@@ -53,7 +55,7 @@ void embedding_grad(GradCtx& c) {
   c.in_grads = {Value{}, cast_to(c, gt, table.dtype)};
 }
 
-void cross_entropy_grad(GradCtx& c) {
+void cross_entropy(GradCtx& c) {
   Value logits = c.input(0), targets = c.input(1);
   const TensorType& lt = c.type(logits);
   Attrs a;
@@ -65,7 +67,7 @@ void cross_entropy_grad(GradCtx& c) {
   c.in_grads = {mul(c, sub(c, p, oh), scale), Value{}};
 }
 
-void causal_mask_grad(GradCtx& c) {
+void causal_mask(GradCtx& c) {
   const TensorType& x = c.type(c.input(0));
   Value g = out_grad(c);
   Value zero = c.constant(0.0, x.dtype, x.shape);
@@ -73,16 +75,6 @@ void causal_mask_grad(GradCtx& c) {
   c.in_grads = {c.emit(OpKind::Where, {kept, g, scalar(c, 0, g)})};
 }
 
-}  // namespace
-
-void register_nn_grads(OpRegistry& r) {
-  r.def(OpKind::Softmax).grad(softmax_grad);
-  r.def(OpKind::LogSoftmax).grad(log_softmax_grad);
-  r.def(OpKind::LayerNorm).grad(layer_norm_grad);
-  r.def(OpKind::Embedding).grad(embedding_grad);
-  r.def(OpKind::CrossEntropy).grad(cross_entropy_grad);
-  r.def(OpKind::Dropout).grad([](GradCtx& c) { c.in_grads = {c.emit(OpKind::Dropout, {out_grad(c)}, c.node.attrs)}; });
-  r.def(OpKind::CausalMask).grad(causal_mask_grad);
-}
+void dropout(GradCtx& c) { c.in_grads = {c.emit(OpKind::Dropout, {out_grad(c)}, c.node.attrs)}; }
 
 }  // namespace modelc::grads

@@ -27,23 +27,23 @@ Value spread(GradCtx& c, Value g) {
 
 }  // namespace
 
-void register_reduce_grads(OpRegistry& r) {
-  r.def(OpKind::Sum).grad([](GradCtx& c) { c.in_grads = {spread(c, out_grad(c))}; });
-  r.def(OpKind::Mean).grad([](GradCtx& c) {
-    const TensorType& x = c.type(c.input(0));
-    Value n = count(c, reduced_dims(x.shape, c.node.attrs.ints("axes")), x.dtype);
-    c.in_grads = {spread(c, div(c, out_grad(c), n))};
-  });
-  r.def(OpKind::Max).grad([](GradCtx& c) {
-    const TensorType& x = c.type(c.input(0));
-    const Ints& axes = c.node.attrs.ints("axes");
-    bool kept = c.node.attrs.b("keepdims");
-    Value y = keepdims(c, c.output(), x.shape, axes, kept);
-    Value g = keepdims(c, out_grad(c), x.shape, axes, kept);
-    Value hit = c.emit(OpKind::Where, {c.emit(OpKind::Eq, {c.input(0), y}), scalar(c, 1, g), scalar(c, 0, g)});
-    Value ties = sum_keep(c, hit, axes);
-    c.in_grads = {mul(c, hit, div(c, g, ties))};
-  });
+void sum(GradCtx& c) { c.in_grads = {spread(c, out_grad(c))}; }
+
+void mean(GradCtx& c) {
+  const TensorType& x = c.type(c.input(0));
+  Value n = count(c, reduced_dims(x.shape, c.node.attrs.ints("axes")), x.dtype);
+  c.in_grads = {spread(c, div(c, out_grad(c), n))};
+}
+
+void max(GradCtx& c) {
+  const TensorType& x = c.type(c.input(0));
+  const Ints& axes = c.node.attrs.ints("axes");
+  bool kept = c.node.attrs.b("keepdims");
+  Value y = keepdims(c, c.output(), x.shape, axes, kept);
+  Value g = keepdims(c, out_grad(c), x.shape, axes, kept);
+  Value hit = c.emit(OpKind::Where, {c.emit(OpKind::Eq, {c.input(0), y}), scalar(c, 1, g), scalar(c, 0, g)});
+  Value ties = sum_keep(c, hit, axes);
+  c.in_grads = {mul(c, hit, div(c, g, ties))};
 }
 
 }  // namespace modelc::grads

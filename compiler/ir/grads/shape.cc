@@ -22,7 +22,9 @@ Value transpose_last(GradCtx& c, Value x) {
   return c.emit(OpKind::Transpose, {x}, std::move(a));
 }
 
-void matmul_grad(GradCtx& c) {
+}  // namespace
+
+void matmul(GradCtx& c) {
   Value a = c.input(0), b = c.input(1);
   Shape sa = c.type(a).shape, sb = c.type(b).shape;
   // Work on the promoted operands ([1,K] for a 1-D a, [K,1] for a 1-D b) and the gradient
@@ -40,7 +42,7 @@ void matmul_grad(GradCtx& c) {
   c.in_grads = {ga, gb};
 }
 
-void slice_grad(GradCtx& c) {
+void slice(GradCtx& c) {
   const TensorType& x = c.type(c.input(0));
   int64_t axis = c.node.attrs.i("axis"), start = c.node.attrs.i("start"), end = c.node.attrs.i("end");
   const Dim& extent = x.shape[static_cast<size_t>(axis)];
@@ -65,7 +67,7 @@ void slice_grad(GradCtx& c) {
   c.in_grads = {c.emit(OpKind::Concat, std::move(parts), std::move(a))};
 }
 
-void concat_grad(GradCtx& c) {
+void concat(GradCtx& c) {
   int64_t axis = c.node.attrs.i("axis");
   Value g = out_grad(c);
   c.in_grads.assign(c.node.inputs.size(), Value{});
@@ -83,30 +85,27 @@ void concat_grad(GradCtx& c) {
   }
 }
 
-}  // namespace
+void transpose(GradCtx& c) { c.in_grads = {c.emit(OpKind::Transpose, {out_grad(c)}, c.node.attrs)}; }
 
-void register_shape_grads(OpRegistry& r) {
-  r.def(OpKind::Matmul).grad(matmul_grad);
-  r.def(OpKind::Transpose).grad([](GradCtx& c) { c.in_grads = {c.emit(OpKind::Transpose, {out_grad(c)}, c.node.attrs)}; });
-  r.def(OpKind::Permute).grad([](GradCtx& c) {
-    const Ints& dims = c.node.attrs.ints("dims");
-    Ints inv(dims.size());
-    for (size_t k = 0; k < dims.size(); ++k) inv[static_cast<size_t>(dims[k])] = static_cast<int64_t>(k);
-    Attrs a;
-    a.set("dims", inv);
-    c.in_grads = {c.emit(OpKind::Permute, {out_grad(c)}, std::move(a))};
-  });
-  r.def(OpKind::Reshape).grad([](GradCtx& c) { c.in_grads = {reshape(c, out_grad(c), c.type(c.input(0)).shape)}; });
-  r.def(OpKind::BroadcastTo).grad([](GradCtx& c) { c.in_grads = {reduce_to(c, out_grad(c), c.type(c.input(0)).shape)}; });
-  r.def(OpKind::Slice).grad(slice_grad);
-  r.def(OpKind::Concat).grad(concat_grad);
-  r.def(OpKind::Split).grad([](GradCtx& c) {
-    std::vector<Value> parts;
-    for (int i = 0; i < static_cast<int>(c.node.outputs.size()); ++i) parts.push_back(out_grad(c, i));
-    Attrs a;
-    a.set("axis", c.node.attrs.i("axis"));
-    c.in_grads = {c.emit(OpKind::Concat, std::move(parts), std::move(a))};
-  });
+void permute(GradCtx& c) {
+  const Ints& dims = c.node.attrs.ints("dims");
+  Ints inv(dims.size());
+  for (size_t k = 0; k < dims.size(); ++k) inv[static_cast<size_t>(dims[k])] = static_cast<int64_t>(k);
+  Attrs a;
+  a.set("dims", inv);
+  c.in_grads = {c.emit(OpKind::Permute, {out_grad(c)}, std::move(a))};
+}
+
+void reshape(GradCtx& c) { c.in_grads = {reshape(c, out_grad(c), c.type(c.input(0)).shape)}; }
+
+void broadcast_to(GradCtx& c) { c.in_grads = {reduce_to(c, out_grad(c), c.type(c.input(0)).shape)}; }
+
+void split(GradCtx& c) {
+  std::vector<Value> parts;
+  for (int i = 0; i < static_cast<int>(c.node.outputs.size()); ++i) parts.push_back(out_grad(c, i));
+  Attrs a;
+  a.set("axis", c.node.attrs.i("axis"));
+  c.in_grads = {c.emit(OpKind::Concat, std::move(parts), std::move(a))};
 }
 
 }  // namespace modelc::grads

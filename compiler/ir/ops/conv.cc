@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "compiler/ir/grads/grad_util.h"
+#include "compiler/ir/op_examples.h"
 #include "compiler/ir/op_registry.h"
 #include "compiler/ir/ops/window.h"
 
@@ -130,7 +132,7 @@ void ref_conv2d(RefCtx& c) {
           for (int64_t ci = 0; ci < Cg; ++ci)
             for (int64_t a = 0; a < KH; ++a) {
               int64_t h = i * st[0] - pd[0] + a * dl[0];
-              if (h < 0 || h >= H) continue;  // zero padding
+              if (h < 0 || h >= H) continue;  // zero padding: contributes nothing
               for (int64_t b = 0; b < KW; ++b) {
                 int64_t v = j * st[1] - pd[1] + b * dl[1];
                 if (v < 0 || v >= W) continue;
@@ -144,7 +146,8 @@ void ref_conv2d(RefCtx& c) {
 
 // Max or average over each window; padding is -inf for the max (never chosen, since every
 // window holds a real element) and 0 for the average, whose divisor is the full window
-// (PyTorch's count_include_pad=True).
+// (PyTorch's count_include_pad=True). A NaN is the maximum of its window (NaN propagates,
+// as in PyTorch).
 void ref_pool(RefCtx& c, bool max) {
   const RefTensor& x = c.input(0);
   RefTensor& out = c.out[0];
@@ -162,7 +165,7 @@ void ref_pool(RefCtx& c, bool max) {
             int64_t h = i * st[0] - pd[0] + a, v = j * st[1] - pd[1] + b;
             if (h < 0 || h >= H || v < 0 || v >= W) continue;
             double e = x[(p * H + h) * W + v];
-            acc = max ? std::max(acc, e) : acc + e;
+            acc = !max ? acc + e : std::isnan(acc) || e > acc || std::isnan(e) ? (std::isnan(acc) ? acc : e) : acc;
           }
         out[(p * HO + i) * WO + j] = max ? acc : acc / static_cast<double>(k[0] * k[1]);
       }
@@ -197,19 +200,76 @@ bool pair_attr(InferCtx& c, const char* op, const char* name, int64_t min, Ints&
   return true;
 }
 
+// --- test domains ---------------------------------------------------------------------
+
+// NCHW convolutions with every window attribute varied (stride, padding, dilation,
+// groups), with and without a bias; shared with the gradient ops' domains (grad_ops.cc).
+std::vector<OpExample> conv2d_examples(ExampleRng& rng) {
+  using examples::pick;
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 4; ++rep) {
+    const int64_t groups = rep == 3 ? 2 : 1, N = pick(rng, 1, 2), C = groups * pick(rng, 1, 2), O = groups * pick(rng, 1, 3);
+    const int64_t kh = pick(rng, 1, 3), kw = pick(rng, 1, 3), stride = pick(rng, 1, 2), pad = pick(rng, 0, 1),
+                  dil = rep == 2 ? 2 : 1;
+    const int64_t H = dil * (kh - 1) + pick(rng, 1, 4), W = dil * (kw - 1) + pick(rng, 1, 4);
+    OpExample e;
+    e.inputs = {examples::values(rng, DType::F32, {N, C, H, W}, Domain{-1, 1}),
+                examples::values(rng, DType::F32, {O, C / groups, kh, kw}, Domain{-1, 1}), std::nullopt};
+    if (rep % 2) e.inputs[2] = examples::values(rng, DType::F32, {O}, Domain{-1, 1});
+    e.attrs.set("stride", Ints{stride});
+    e.attrs.set("padding", Ints{pad});
+    e.attrs.set("dilation", Ints{dil});
+    e.attrs.set("groups", groups);
+    e.label = fmt::format("x {} w {} stride {} padding {} dilation {} groups {}{}", e.inputs[0]->shape_str(),
+                          e.inputs[1]->shape_str(), stride, pad, dil, groups, rep % 2 ? " bias" : "");
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// Windows of 1 to 3 with the default stride (the kernel) or 1 or 2, padding up to half
+// the kernel.
+std::vector<OpExample> pool_examples(ExampleRng& rng) {
+  using examples::pick;
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 4; ++rep) {
+    const int64_t k = pick(rng, 1, 3), pad = pick(rng, 0, k / 2);
+    OpExample e;
+    e.inputs = {examples::values(rng, DType::F32, {pick(rng, 1, 2), pick(rng, 1, 3), k + pick(rng, 0, 4), k + pick(rng, 0, 4)},
+                                 Domain{-2, 2})};
+    e.attrs.set("kernel", Ints{k});
+    if (rep > 0) e.attrs.set("stride", Ints{pick(rng, 1, 2)});
+    e.attrs.set("padding", Ints{pad});
+    e.label = fmt::format("x {} kernel {} padding {}", e.inputs[0]->shape_str(), k, pad);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 void register_conv_ops(OpRegistry& r) {
   r.def(OpKind::Conv2d)
       .signature("x: tensor, w: tensor, bias: tensor? = none, stride: ints = [1], padding: ints = [0], "
                  "dilation: ints = [1], groups: int = 1")
-      .fusion(FusionKind::Opaque).infer(infer_conv2d).reference(ref_conv2d).autocast(AutocastPolicy::Lower)
+      .fusion(FusionKind::Opaque).library().infer(infer_conv2d).reference(ref_conv2d).autocast(AutocastPolicy::Lower)
+      .grad(grads::conv2d)
+      .flops([](const Graph& g, const Node& n) {  // output elements times C/groups * kh * kw, a multiply-add each
+        const Shape& w = g.type(n.inputs.at(1)).shape;  // [O, C/groups, kh, kw]
+        Dim out(1);
+        for (const Dim& d : n.outputs[0].shape) out = out * d;
+        return Dim(2) * out * w.at(1) * w.at(2) * w.at(3);
+      })
+      .examples(conv2d_examples)
+      .nonfinite(NonFinite::Superset)  // an infinite weight on the zero padding: NaN on some backends
       .summary("2-D convolution of NCHW images [N,C,H,W] with weights [O,C/groups,kh,kw], zero padding");
   r.def(OpKind::MaxPool2d).signature("x: tensor, kernel: ints, stride: ints = [], padding: ints = [0]")
-      .fusion(FusionKind::Reduction).infer(infer_pool("max_pool2d"))
+      .fusion(FusionKind::Reduction).library().infer(infer_pool("max_pool2d"))
       .reference([](RefCtx& c) { ref_pool(c, true); })
+      .grad(grads::max_pool2d).examples(pool_examples)
       .summary("the maximum of each kernel window of NCHW images (stride defaults to the kernel)");
   r.def(OpKind::AvgPool2d).signature("x: tensor, kernel: ints, stride: ints = [], padding: ints = [0]")
-      .fusion(FusionKind::Reduction).infer(infer_pool("avg_pool2d"))
+      .fusion(FusionKind::Reduction).library().infer(infer_pool("avg_pool2d"))
       .reference([](RefCtx& c) { ref_pool(c, false); })
+      .grad(grads::avg_pool2d).examples(pool_examples)
       .summary("the mean of each kernel window of NCHW images, padding counted as zeros");
 }
 

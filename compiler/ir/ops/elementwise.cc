@@ -1,8 +1,6 @@
-// Elementwise ops: unary math, cast, binary arithmetic and comparisons with numpy
-// broadcasting, and where.
+// Elementwise ops: the records of compiler/ir/ops/elementwise.def (unary math, binary
+// arithmetic and comparisons with numpy broadcasting), and gelu, cast and where.
 //
-// Unary and binary ops carry their scalar function in the registry (.unary / .binary) so
-// that fusion and codegen can use it without knowing the op; the reference just maps it.
 // The reference computes in double and never rounds (only cast does): it is the oracle,
 // and backends are compared against it with a tolerance suited to their dtype.
 #include <cmath>
@@ -11,57 +9,12 @@
 
 #include <fmt/format.h>
 
+#include "compiler/ir/grads/grad_util.h"
+#include "compiler/ir/op_examples.h"
 #include "compiler/ir/op_registry.h"
 
 namespace modelc {
 namespace {
-
-// --- scalar definitions ---------------------------------------------------------------
-
-double s_neg(double x) { return -x; }
-double s_abs(double x) { return std::fabs(x); }
-double s_exp(double x) { return std::exp(x); }
-double s_log(double x) { return std::log(x); }
-double s_sqrt(double x) { return std::sqrt(x); }
-double s_rsqrt(double x) { return 1.0 / std::sqrt(x); }
-double s_tanh(double x) { return std::tanh(x); }
-// Two branches so that exp never overflows: for very negative x, 1/(1+exp(-x)) would
-// compute exp(+large) = inf (harmless here, but the form matters for codegen's f32).
-double s_sigmoid(double x) {
-  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
-  double e = std::exp(x);
-  return e / (1.0 + e);
-}
-double s_relu(double x) { return x > 0 ? x : (std::isnan(x) ? x : 0.0); }
-double s_silu(double x) { return x * s_sigmoid(x); }
-double s_erf(double x) { return std::erf(x); }
-double s_gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x * std::numbers::sqrt2 / 2)); }
-double s_gelu_tanh(double x) {
-  const double k = std::sqrt(2.0 / std::numbers::pi);
-  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
-}
-
-double s_add(double a, double b) { return a + b; }
-double s_sub(double a, double b) { return a - b; }
-double s_mul(double a, double b) { return a * b; }
-double s_div(double a, double b) { return a / b; }
-double s_pow(double a, double b) { return std::pow(a, b); }
-// NaN propagates (as in PyTorch's maximum/minimum), unlike std::fmax which drops it: a NaN
-// in training must not be silently hidden by a clamp.
-double s_maximum(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
-  return a > b ? a : b;
-}
-double s_minimum(double a, double b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
-  return a < b ? a : b;
-}
-double s_lt(double a, double b) { return a < b ? 1.0 : 0.0; }
-double s_le(double a, double b) { return a <= b ? 1.0 : 0.0; }
-double s_gt(double a, double b) { return a > b ? 1.0 : 0.0; }
-double s_ge(double a, double b) { return a >= b ? 1.0 : 0.0; }
-double s_eq(double a, double b) { return a == b ? 1.0 : 0.0; }
-double s_ne(double a, double b) { return a != b ? 1.0 : 0.0; }
 
 // --- dtype classes --------------------------------------------------------------------
 
@@ -126,33 +79,53 @@ std::optional<Shape> broadcast_or_fail(InferCtx& ctx, std::string_view name, con
 
 // --- registration helpers -------------------------------------------------------------
 
-void def_unary(OpRegistry& r, OpKind k, std::string name, UnaryFn fn, Accepts acc,
-               std::string summary) {
+// The reference of a pointwise op: `fn` mapped over the broadcast inputs.
+void pointwise_reference(RefCtx& c) {
+  const PointwiseFn fn = op_info(c.node.op).pointwise;
+  RefTensor& out = c.out[0];
+  std::vector<double> at(c.in.size());
+  broadcast_each(out, c.in, [&](int64_t i, const std::vector<int64_t>& off) {
+    for (size_t k = 0; k < at.size(); ++k) at[k] = (*c.in[k])[off[k]];
+    out[i] = fn(at.data(), c.attrs());
+  });
+}
+
+enum class Result { Same, Bool };
+
+void def_unary(OpRegistry& r, OpKind k, std::string name, const char* signature, Accepts acc, AutocastPolicy ac,
+               const char* math, const char* grad, PointwiseFn fn, Domain domain, std::string summary) {
   r.def(k)
-      .signature("x: tensor")
+      .signature(signature)
       .fusion(FusionKind::Elementwise)
-      .unary(fn)
+      .math(math)
+      .pointwise(fn)
+      .grad_exprs({grad})
+      .autocast(ac)
+      .domains({domain})
       .infer([name, acc](InferCtx& ctx) {
         const TensorType& x = ctx.input(0);
         if (!accepts(acc, x.dtype))
           return ctx.fail(fmt::format("{} expects {}, got {}", name, expected_text(acc, false), x.str()), 0);
         ctx.out = {x};
       })
-      .reference([fn](RefCtx& c) {
-        const RefTensor& x = c.input(0);
-        for (int64_t i = 0; i < x.numel(); ++i) c.out[0][i] = fn(x[i]);
-      })
+      .reference(pointwise_reference)
       .summary(std::move(summary));
 }
 
-// A binary op with broadcasting. `acc` is what a and b (which must agree) may be;
-// `to_bool` makes the output bool (comparisons) instead of the inputs' dtype.
-void def_binary(OpRegistry& r, OpKind k, std::string name, BinaryFn fn, Accepts acc, bool to_bool,
+// A binary op with broadcasting. `acc` is what a and b (which must agree) may be; a Bool
+// result makes the output bool (comparisons) instead of the inputs' dtype.
+void def_binary(OpRegistry& r, OpKind k, std::string name, Accepts acc, Result result, AutocastPolicy ac,
+                const char* math, const char* grad_a, const char* grad_b, PointwiseFn fn, Domain da, Domain db,
                 std::string summary) {
+  const bool to_bool = result == Result::Bool;
   r.def(k)
       .signature("a: tensor, b: tensor")
       .fusion(FusionKind::Broadcast)
-      .binary(fn)
+      .math(math)
+      .pointwise(fn)
+      .grad_exprs({grad_a, grad_b})
+      .autocast(ac)
+      .domains({da, db})
       .infer([name, acc, to_bool](InferCtx& ctx) {
         const TensorType& a = ctx.input(0);
         const TensorType& b = ctx.input(1);
@@ -165,35 +138,96 @@ void def_binary(OpRegistry& r, OpKind k, std::string name, BinaryFn fn, Accepts 
         if (!s) return;
         ctx.out = {TensorType{to_bool ? DType::Bool : a.dtype, std::move(*s)}};
       })
-      .reference([fn](RefCtx& c) {
-        const RefTensor& a = c.input(0);
-        const RefTensor& b = c.input(1);
-        RefTensor& out = c.out[0];
-        broadcast_each(out, {&a, &b}, [&](int64_t i, const std::vector<int64_t>& off) {
-          out[i] = fn(a[off[0]], b[off[1]]);
-        });
-      })
+      .reference(pointwise_reference)
       .summary(std::move(summary));
+}
+
+double s_gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x * std::numbers::sqrt2 / 2)); }
+double s_gelu_tanh(double x) {
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+
+// Calls of gelu in both forms.
+std::vector<OpExample> gelu_examples(ExampleRng& rng) {
+  std::vector<OpExample> out = examples::default_examples(op_info(OpKind::Gelu), rng);
+  for (size_t i = 0, n = out.size(); i < n; ++i) {
+    OpExample e = out[i];
+    e.attrs.set("approximate", std::string("tanh"));
+    e.label += ", tanh";
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// Casts between every pair of dtypes, from values that round in each (halves, large ones).
+std::vector<OpExample> cast_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (DType from : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::Bool})
+    for (DType to : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::Bool}) {
+      OpExample e;
+      e.label = fmt::format("{} to {}", dtype_name(from), dtype_name(to));
+      e.inputs = {examples::values(rng, from, examples::shape(rng, 0, 3), Domain{-300, 300})};
+      e.attrs.set("dtype", to);
+      e.grad = false;
+      out.push_back(e);
+      // The gradient where the cast to f32 rounds finely: it is linear between roundings
+      // (f32's step is below 6e-8 in [-1, 1]), so a step of 1e-2 leaves an error of about
+      // 6e-8 / 1e-2 of the slope.
+      if (from == DType::F32 && to == DType::F32) {
+        e.label += ", its gradient";
+        e.inputs = {examples::values(rng, from, examples::shape(rng, 0, 3), Domain{-1, 1})};
+        e.grad = true;
+        e.grad_step = 1e-2;
+        e.grad_tol = 1e-4;
+        out.push_back(std::move(e));
+      }
+    }
+  return out;
+}
+
+// where(cond, a, b) with the three broadcasting in every combination.
+std::vector<OpExample> where_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 4; ++rep) {
+    const std::vector<int64_t> full = examples::shape(rng, 0, 3);
+    std::vector<int64_t> s[3] = {examples::broadcastable_to(rng, full), examples::broadcastable_to(rng, full),
+                                 examples::broadcastable_to(rng, full)};
+    s[rep % 3] = full;
+    const DType t = rep == 3 ? DType::I32 : DType::F32;
+    OpExample e;
+    e.label = dtype_name(t);
+    e.inputs = {examples::values(rng, DType::Bool, s[0]), examples::values(rng, t, s[1]), examples::values(rng, t, s[2])};
+    e.grad = t == DType::F32;
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 }  // namespace
 
 void register_elementwise_ops(OpRegistry& r) {
-  const Accepts F = Accepts::Float, FI = Accepts::FloatOrInt;
-  def_unary(r, OpKind::Neg, "neg", s_neg, FI, "-x");
-  def_unary(r, OpKind::Abs, "abs", s_abs, FI, "|x|");
-  def_unary(r, OpKind::Exp, "exp", s_exp, F, "e^x");
-  def_unary(r, OpKind::Log, "log", s_log, F, "natural logarithm");
-  def_unary(r, OpKind::Sqrt, "sqrt", s_sqrt, F, "square root");
-  def_unary(r, OpKind::Rsqrt, "rsqrt", s_rsqrt, F, "1 / sqrt(x)");
-  def_unary(r, OpKind::Tanh, "tanh", s_tanh, F, "hyperbolic tangent");
-  def_unary(r, OpKind::Sigmoid, "sigmoid", s_sigmoid, F, "1 / (1 + e^-x)");
-  def_unary(r, OpKind::Relu, "relu", s_relu, F, "max(x, 0)");
-  def_unary(r, OpKind::Silu, "silu", s_silu, F, "x * sigmoid(x)");
-  def_unary(r, OpKind::Erf, "erf", s_erf, F, "the error function 2/sqrt(pi) * integral of e^(-t^2) from 0 to x");
+  using enum Accepts;
+  using enum Result;
+  constexpr AutocastPolicy Follow = AutocastPolicy::Follow, F32 = AutocastPolicy::F32;
+#define ON(...) Domain{__VA_ARGS__}
+#define POINTWISE(...)                                                     \
+  [](const double* in_, const Attrs& attrs_) -> double {                  \
+    [[maybe_unused]] auto attr = [&](std::string_view n) { return attrs_.f(n); }; \
+    __VA_ARGS__                                                           \
+  }
+#define UNARY(E, NAME, SIG, ACC, AC, MATH, GRAD, REF, DOM, SUM) \
+  def_unary(r, OpKind::E, NAME, SIG, ACC, AC, MATH, GRAD, POINTWISE(const double x = in_[0]; return (REF);), DOM, SUM);
+#define BINARY(E, NAME, ACC, RES, AC, MATH, GA, GB, REF, DA, DB, SUM)                                        \
+  def_binary(r, OpKind::E, NAME, ACC, RES, AC, MATH, GA, GB, POINTWISE(const double a = in_[0], b = in_[1]; \
+                                                                       return (REF);), DA, DB, SUM);
+#include "compiler/ir/ops/elementwise.def"
+#undef UNARY
+#undef BINARY
+#undef POINTWISE
+#undef ON
 
-  // gelu's scalar function depends on an attribute, which a single UnaryFn cannot
-  // express; .unary stays unset so that no pass applies the erf form to a tanh-form node.
+  // gelu's scalar function depends on an attribute (the erf or the tanh form).
   r.def(OpKind::Gelu)
       .signature("x: tensor, approximate: str = \"none\"")
       .fusion(FusionKind::Elementwise)
@@ -207,12 +241,20 @@ void register_elementwise_ops(OpRegistry& r) {
                                "approximate");
         ctx.out = {x};
       })
-      .reference([](RefCtx& c) {
-        UnaryFn fn = c.attrs().s("approximate") == "tanh" ? s_gelu_tanh : s_gelu_erf;
-        const RefTensor& x = c.input(0);
-        for (int64_t i = 0; i < x.numel(); ++i) c.out[0][i] = fn(x[i]);
+      .scalar([](const Attrs& a) -> std::string {
+        if (a.has("approximate") && a.s("approximate") == "tanh")
+          return "0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))";  // sqrt(2/pi)
+        return "0.5 * x * (1 + erf(x * 0.7071067811865476))";  // sqrt(2)/2
       })
-      .summary("Gaussian error linear unit (approximate: \"none\" = erf form, \"tanh\")");
+      .pointwise([](const double* in, const Attrs& a) {
+        return a.s("approximate") == "tanh" ? s_gelu_tanh(in[0]) : s_gelu_erf(in[0]);
+      })
+      .reference(pointwise_reference)
+      .grad(grads::gelu)
+      .domains({Domain{-4, 4}})
+      .examples(gelu_examples)
+      .summary("x * Phi(x), the Gaussian error linear unit (approximate: \"none\" = erf form, \"tanh\" = "
+               "0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))))");
 
   r.def(OpKind::Cast)
       .signature("x: tensor, dtype: dtype")
@@ -226,27 +268,9 @@ void register_elementwise_ops(OpRegistry& r) {
         DType t = c.out[0].dtype;
         for (int64_t i = 0; i < x.numel(); ++i) c.out[0][i] = round_to_dtype(x[i], t);
       })
-      .summary("converts to another dtype (round to nearest even; to i32 truncates)");
-
-  def_binary(r, OpKind::Add, "add", s_add, FI, false, "a + b, broadcasting");
-  def_binary(r, OpKind::Sub, "sub", s_sub, FI, false, "a - b, broadcasting");
-  def_binary(r, OpKind::Mul, "mul", s_mul, FI, false, "a * b, broadcasting");
-  // Integer division and integer powers have semantics (rounding, negative exponents) the
-  // language does not define; they are refused rather than guessed.
-  def_binary(r, OpKind::Div, "div", s_div, F, false, "a / b, broadcasting");
-  def_binary(r, OpKind::Pow, "pow", s_pow, F, false, "a ^ b, broadcasting");
-  // Autocast runs these in f32 (as PyTorch's autocast does): their range and accuracy
-  // suffer most in a 16-bit type.
-  for (OpKind k : {OpKind::Exp, OpKind::Log, OpKind::Pow}) r.def(k).autocast(AutocastPolicy::F32);
-  def_binary(r, OpKind::Maximum, "maximum", s_maximum, FI, false, "elementwise max(a, b), NaN propagates");
-  def_binary(r, OpKind::Minimum, "minimum", s_minimum, FI, false, "elementwise min(a, b), NaN propagates");
-  // Ordering is not defined on bool; equality is (masks compare with masks).
-  def_binary(r, OpKind::Lt, "lt", s_lt, FI, true, "a < b as bool, broadcasting");
-  def_binary(r, OpKind::Le, "le", s_le, FI, true, "a <= b as bool, broadcasting");
-  def_binary(r, OpKind::Gt, "gt", s_gt, FI, true, "a > b as bool, broadcasting");
-  def_binary(r, OpKind::Ge, "ge", s_ge, FI, true, "a >= b as bool, broadcasting");
-  def_binary(r, OpKind::Eq, "eq", s_eq, Accepts::Any, true, "a == b as bool, broadcasting");
-  def_binary(r, OpKind::Ne, "ne", s_ne, Accepts::Any, true, "a != b as bool, broadcasting");
+      .grad(grads::cast)
+      .examples(cast_examples)
+      .summary("converts to another dtype (round to nearest even; to i32 truncates toward zero)");
 
   r.def(OpKind::Where)
       .signature("cond: tensor, a: tensor, b: tensor")
@@ -265,16 +289,12 @@ void register_elementwise_ops(OpRegistry& r) {
         if (!ab || !broadcast_or_fail(ctx, "where", cond, a) || !broadcast_or_fail(ctx, "where", cond, b)) return;
         ctx.out = {TensorType{a.dtype, *broadcast_shapes(cond.shape, *ab)}};
       })
-      .reference([](RefCtx& c) {
-        const RefTensor& cond = c.input(0);
-        const RefTensor& a = c.input(1);
-        const RefTensor& b = c.input(2);
-        RefTensor& out = c.out[0];
-        broadcast_each(out, {&cond, &a, &b}, [&](int64_t i, const std::vector<int64_t>& off) {
-          out[i] = cond[off[0]] != 0 ? a[off[1]] : b[off[2]];
-        });
-      })
-      .summary("cond ? a : b elementwise, broadcasting all three");
+      .math("select(c, a, b)")
+      .pointwise([](const double* in, const Attrs&) { return in[0] != 0 ? in[1] : in[2]; })
+      .reference(pointwise_reference)
+      .grad_exprs({"", "select(c, g, 0)", "select(c, 0, g)"})
+      .examples(where_examples)
+      .summary("cond ? a : b elementwise (cond is bool), broadcasting all three");
 }
 
 }  // namespace modelc

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "compiler/ir/op_examples.h"
 #include "compiler/ir/op_registry.h"
 #include "compiler/ir/ops/window.h"
 
@@ -242,8 +243,9 @@ void ref_conv2d_grad_weight(RefCtx& c) {
              [&](int64_t xo, int64_t wo, int64_t go) { out[wo] += x[xo] * g[go]; });
 }
 
-// Sends each window's gradient back: to its first maximum (max) or spread over the whole
-// window, padding included (avg, whose padding share is dropped).
+// Sends each window's gradient back: to its first maximum (max; a NaN is the maximum, as the
+// forward takes it: PyTorch's rule) or spread over the whole window, padding included (avg,
+// whose padding share is dropped).
 void ref_pool_grad(RefCtx& c, bool max) {
   const RefTensor& g = c.input(max ? 1 : 0);
   const RefTensor* x = max ? &c.input(0) : nullptr;
@@ -267,10 +269,112 @@ void ref_pool_grad(RefCtx& c, bool max) {
             if (h < 0 || h >= H || v < 0 || v >= W) continue;
             int64_t at = (p * H + h) * W + v;
             if (!max) out[at] += gv * scale;
-            else if (best < 0 || (*x)[at] > best_v) best = at, best_v = (*x)[at];
+            else if (best < 0 || (*x)[at] > best_v || (std::isnan((*x)[at]) && !std::isnan(best_v)))
+              best = at, best_v = (*x)[at];
           }
         if (max && best >= 0) out[best] += gv;
       }
+}
+
+// --- test domains: each gradient op called as the gradient of its forward op's domain ----
+
+// One call of `op` per call of the forward op's domain: `make` builds its inputs from the
+// forward call and a random gradient of the forward output's shape.
+template <class Make>
+std::vector<OpExample> from_forward(ExampleRng& rng, OpKind forward, std::vector<OpExample> fwd, Make make) {
+  std::vector<OpExample> out;
+  for (OpExample& f : fwd) {
+    RefTensor g = examples::values(rng, DType::F32, examples::out_shape(forward, f), Domain{-1, 1});
+    OpExample e = make(f, std::move(g));
+    e.label = "the gradient of " + f.label;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+Shape shape_of(const RefTensor& t) { return Shape(t.shape.begin(), t.shape.end()); }
+
+Attrs conv_attrs(const OpExample& f) {
+  Attrs a;
+  for (const char* k : {"stride", "padding", "dilation", "groups"})
+    if (const AttrValue* v = f.attrs.find(k)) a.set(k, *v);
+  return a;
+}
+
+Attrs pool_attrs(const OpExample& f) {
+  Attrs a;
+  for (const char* k : {"kernel", "stride", "padding"})
+    if (const AttrValue* v = f.attrs.find(k)) a.set(k, *v);
+  return a;
+}
+
+std::vector<OpExample> embedding_grad_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 3; ++rep) {
+    const int64_t rows = examples::pick(rng, 1, 7);
+    std::vector<int64_t> ids = examples::shape(rng, 0, 3), g = ids;
+    g.push_back(examples::pick(rng, 1, 5));
+    OpExample e;
+    e.label = fmt::format("{} rows", rows);
+    e.inputs = {examples::ids(rng, ids, rows), examples::values(rng, DType::F32, g, Domain{-1, 1})};
+    e.attrs.set("rows", rows);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<OpExample> conv2d_grad_input_examples(ExampleRng& rng) {
+  return from_forward(rng, OpKind::Conv2d, conv2d_examples(rng), [](const OpExample& f, RefTensor g) {
+    OpExample e;
+    e.inputs = {std::move(g), f.inputs[1]};
+    e.attrs = conv_attrs(f);
+    e.attrs.set("input_shape", shape_of(*f.inputs[0]));
+    return e;
+  });
+}
+
+std::vector<OpExample> conv2d_grad_weight_examples(ExampleRng& rng) {
+  return from_forward(rng, OpKind::Conv2d, conv2d_examples(rng), [](const OpExample& f, RefTensor g) {
+    OpExample e;
+    e.inputs = {f.inputs[0], std::move(g)};
+    e.attrs = conv_attrs(f);
+    e.attrs.set("weight_shape", shape_of(*f.inputs[1]));
+    return e;
+  });
+}
+
+std::vector<OpExample> max_pool2d_grad_examples(ExampleRng& rng) {
+  return from_forward(rng, OpKind::MaxPool2d, pool_examples(rng), [](const OpExample& f, RefTensor g) {
+    OpExample e;
+    e.inputs = {f.inputs[0], std::move(g)};
+    e.attrs = pool_attrs(f);
+    return e;
+  });
+}
+
+std::vector<OpExample> avg_pool2d_grad_examples(ExampleRng& rng) {
+  return from_forward(rng, OpKind::AvgPool2d, pool_examples(rng), [](const OpExample& f, RefTensor g) {
+    OpExample e;
+    e.inputs = {std::move(g)};
+    e.attrs = pool_attrs(f);
+    e.attrs.set("input_shape", shape_of(*f.inputs[0]));
+    return e;
+  });
+}
+
+// Ids in [-1, classes]: the ones out of range give rows of zeros.
+std::vector<OpExample> one_hot_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 3; ++rep) {
+    const int64_t classes = examples::pick(rng, 1, 6);
+    OpExample e;
+    e.label = fmt::format("{} classes", classes);
+    e.inputs = {examples::values(rng, DType::I32, examples::shape(rng, 0, 3), Domain{-1.0, static_cast<double>(classes)})};
+    e.attrs.set("classes", classes);
+    e.grad = false;
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 const char* kConvAttrs = "stride: ints = [1], padding: ints = [0], dilation: ints = [1], groups: int = 1";
@@ -280,28 +384,31 @@ const char* kPoolAttrs = "kernel: ints, stride: ints = [], padding: ints = [0]";
 
 void register_grad_ops(OpRegistry& r) {
   r.def(OpKind::OneHot).signature("ids: tensor, classes: int").fusion(FusionKind::Injective)
-      .infer(infer_one_hot).reference(ref_one_hot)
-      .summary("f32 [..., classes]: 1 where the i32 id equals the class, else 0 (an id out of range: all 0)");
-  r.def(OpKind::EmbeddingGrad).internal().signature("ids: tensor, grad: tensor, rows: int")
-      .fusion(FusionKind::Opaque).infer(infer_embedding_grad).reference(ref_embedding_grad)
+      .infer(infer_one_hot).reference(ref_one_hot).examples(one_hot_examples)
+      .no_grad("its input is integer ids")
+      .summary("f32 [..., classes] for i32 ids [...]: 1 where the id equals the class, else 0 (an id out of "
+               "range: a row of zeros)");
+  r.def(OpKind::EmbeddingGrad).internal().no_grad("a gradient op (gradients are first-order)").signature("ids: tensor, grad: tensor, rows: int")
+      .fusion(FusionKind::Opaque).library().infer(infer_embedding_grad).reference(ref_embedding_grad)
+      .examples(embedding_grad_examples)
       .summary("f32 [rows, W]: the rows of grad [..., W] added up at their ids (embedding's gradient)");
-  r.def(OpKind::Conv2dGradInput).internal()
+  r.def(OpKind::Conv2dGradInput).internal().no_grad("a gradient op (gradients are first-order)")
       .signature(std::string("grad: tensor, w: tensor, input_shape: shape, ") + kConvAttrs)
-      .fusion(FusionKind::Opaque).infer(infer_conv2d_grad_input).reference(ref_conv2d_grad_input)
-      .autocast(AutocastPolicy::Lower)
+      .fusion(FusionKind::Opaque).library().infer(infer_conv2d_grad_input).reference(ref_conv2d_grad_input)
+      .autocast(AutocastPolicy::Lower).examples(conv2d_grad_input_examples).nonfinite(NonFinite::Superset)
       .summary("conv2d's gradient with respect to its input [N,C,H,W] = input_shape");
-  r.def(OpKind::Conv2dGradWeight).internal()
+  r.def(OpKind::Conv2dGradWeight).internal().no_grad("a gradient op (gradients are first-order)")
       .signature(std::string("x: tensor, grad: tensor, weight_shape: shape, ") + kConvAttrs)
-      .fusion(FusionKind::Opaque).infer(infer_conv2d_grad_weight).reference(ref_conv2d_grad_weight)
-      .autocast(AutocastPolicy::Lower)
+      .fusion(FusionKind::Opaque).library().infer(infer_conv2d_grad_weight).reference(ref_conv2d_grad_weight)
+      .autocast(AutocastPolicy::Lower).examples(conv2d_grad_weight_examples).nonfinite(NonFinite::Superset)
       .summary("conv2d's gradient with respect to its weight [O,C/groups,kh,kw] = weight_shape");
-  r.def(OpKind::MaxPool2dGrad).internal().signature(std::string("x: tensor, grad: tensor, ") + kPoolAttrs)
-      .fusion(FusionKind::Opaque).infer(infer_max_pool2d_grad)
-      .reference([](RefCtx& c) { ref_pool_grad(c, true); })
+  r.def(OpKind::MaxPool2dGrad).internal().no_grad("a gradient op (gradients are first-order)").signature(std::string("x: tensor, grad: tensor, ") + kPoolAttrs)
+      .fusion(FusionKind::Opaque).library().infer(infer_max_pool2d_grad)
+      .reference([](RefCtx& c) { ref_pool_grad(c, true); }).examples(max_pool2d_grad_examples)
       .summary("max_pool2d's gradient: each window's to its first maximum in row-major order");
-  r.def(OpKind::AvgPool2dGrad).internal().signature(std::string("grad: tensor, input_shape: shape, ") + kPoolAttrs)
-      .fusion(FusionKind::Opaque).infer(infer_avg_pool2d_grad)
-      .reference([](RefCtx& c) { ref_pool_grad(c, false); })
+  r.def(OpKind::AvgPool2dGrad).internal().no_grad("a gradient op (gradients are first-order)").signature(std::string("grad: tensor, input_shape: shape, ") + kPoolAttrs)
+      .fusion(FusionKind::Opaque).library().infer(infer_avg_pool2d_grad)
+      .reference([](RefCtx& c) { ref_pool_grad(c, false); }).examples(avg_pool2d_grad_examples)
       .summary("avg_pool2d's gradient: each window's spread evenly over its kernel[0]*kernel[1] places");
 }
 

@@ -12,6 +12,8 @@
 #include <limits>
 #include <utility>
 
+#include "compiler/ir/grads/grad_util.h"
+#include "compiler/ir/op_examples.h"
 #include "compiler/ir/op_registry.h"
 #include "runtime/base/philox.h"
 
@@ -235,32 +237,127 @@ void ref_causal_mask(RefCtx& c) {
       }
 }
 
+// --- test domains ---------------------------------------------------------------------
+
+using examples::pick;
+
+OpExample call(std::string label, std::vector<std::optional<RefTensor>> inputs, Attrs attrs = {}) {
+  OpExample e;
+  e.label = std::move(label);
+  e.inputs = std::move(inputs);
+  e.attrs = std::move(attrs);
+  return e;
+}
+
+// Along a random axis (negative spellings too) of shapes of rank 1 to 4.
+std::vector<OpExample> softmax_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 4; ++rep) {
+    std::vector<int64_t> s = examples::shape(rng, 1, 4);
+    const auto r = static_cast<int64_t>(s.size());
+    Attrs a;
+    a.set("axis", pick(rng, -r, r - 1));
+    out.push_back(call(fmt::format("axis {}", a.i("axis")), {examples::values(rng, DType::F32, s, Domain{-3, 3})}, a));
+  }
+  return out;
+}
+
+// With and without weight and bias, the default eps and a large one.
+std::vector<OpExample> layer_norm_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 4; ++rep) {
+    std::vector<int64_t> s = examples::shape(rng, 1, 3);
+    s.back() = pick(rng, 2, 6);  // one element would normalise to 0 (a flat function)
+    const std::vector<int64_t> c{s.back()};
+    std::optional<RefTensor> w, b;
+    if (rep & 1) w = examples::values(rng, DType::F32, c, Domain{0.5, 2});
+    if (rep & 2) b = examples::values(rng, DType::F32, c, Domain{-1, 1});
+    Attrs a;
+    if (rep == 3) a.set("eps", 0.1);
+    out.push_back(call(fmt::format("{}{}", w ? "weight" : "no weight", b ? ", bias" : ""),
+                       {examples::values(rng, DType::F32, s, Domain{-2, 2}), w, b}, a));
+  }
+  return out;
+}
+
+std::vector<OpExample> embedding_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 3; ++rep) {
+    const int64_t V = pick(rng, 1, 7), C = pick(rng, 1, 5);
+    out.push_back(call(fmt::format("table [{},{}]", V, C),
+                       {examples::ids(rng, examples::shape(rng, 0, 3), V), examples::values(rng, DType::F32, {V, C}, Domain{-1, 1})}));
+  }
+  return out;
+}
+
+std::vector<OpExample> cross_entropy_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<int64_t> pos = examples::shape(rng, 0, 2);
+    const int64_t C = pick(rng, 1, 7);
+    std::vector<int64_t> logits = pos;
+    logits.push_back(C);
+    out.push_back(call(fmt::format("{} classes", C),
+                       {examples::values(rng, DType::F32, logits, Domain{-3, 3}), examples::ids(rng, pos, C)}));
+  }
+  return out;
+}
+
+std::vector<OpExample> dropout_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (double p : {0.0, 0.3, 0.9}) {
+    Attrs a;
+    a.set("p", p);
+    a.set("key", pick(rng, 0, 1 << 30));
+    out.push_back(call(fmt::format("p {}", p), {examples::values(rng, DType::F32, examples::shape(rng, 0, 3), Domain{-2, 2})}, a));
+  }
+  return out;
+}
+
+// Scores [..., Tq, Tk] with Tk >= Tq (a cache of earlier keys).
+std::vector<OpExample> causal_mask_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<int64_t> s = examples::shape(rng, 0, 2);
+    const int64_t tq = pick(rng, 1, 5);
+    s.push_back(tq);
+    s.push_back(tq + (rep == 0 ? 0 : pick(rng, 0, 3)));
+    out.push_back(call("scores", {examples::values(rng, DType::F32, s, Domain{-2, 2})}));
+  }
+  return out;
+}
+
 }  // namespace
 
 void register_nn_ops(OpRegistry& r) {
   r.def(OpKind::Softmax).signature("x: tensor, axis: int = -1").fusion(FusionKind::Row)
       .infer(infer_softmax("softmax")).reference([](RefCtx& c) { ref_softmax(c, false); })
-      .autocast(AutocastPolicy::F32)
+      .autocast(AutocastPolicy::F32).grad(grads::softmax).examples(softmax_examples)
       .summary("exp(x) / sum(exp(x)) along an axis (by default the last)");
   r.def(OpKind::LogSoftmax).signature("x: tensor, axis: int = -1").fusion(FusionKind::Row)
       .infer(infer_softmax("log_softmax")).reference([](RefCtx& c) { ref_softmax(c, true); })
-      .autocast(AutocastPolicy::F32)
+      .autocast(AutocastPolicy::F32).grad(grads::log_softmax).examples(softmax_examples)
       .summary("x - log(sum(exp(x))) along an axis (by default the last)");
   r.def(OpKind::LayerNorm)
       .signature("x: tensor, weight: tensor? = none, bias: tensor? = none, eps: float = 1e-5")
       .fusion(FusionKind::Row).infer(infer_layer_norm).reference(ref_layer_norm).autocast(AutocastPolicy::F32)
-      .summary("normalises the last axis to mean 0 and variance 1, then scales by weight and adds bias");
-  r.def(OpKind::Embedding).signature("ids: tensor, table: tensor").fusion(FusionKind::Opaque)
-      .infer(infer_embedding).reference(ref_embedding)
+      .grad(grads::layer_norm).examples(layer_norm_examples)
+      .summary("normalises the last axis to mean 0 and variance 1 (biased), then * weight + bias");
+  r.def(OpKind::Embedding).signature("ids: tensor, table: tensor").fusion(FusionKind::Opaque).library()
+      .infer(infer_embedding).reference(ref_embedding).grad(grads::embedding).examples(embedding_examples)
       .summary("the rows of table [V,C] picked by i32 ids: [...] -> [...,C]");
   r.def(OpKind::CrossEntropy).signature("logits: tensor, targets: tensor").fusion(FusionKind::Reduction)
       .infer(infer_cross_entropy).reference(ref_cross_entropy).autocast(AutocastPolicy::F32)
-      .summary("mean over positions of -log_softmax(logits)[target], as an f32 scalar");
+      .grad(grads::cross_entropy).examples(cross_entropy_examples)
+      .summary("the mean over positions of -log_softmax(logits)[target] as an f32 scalar; targets are i32 "
+               "with the shape of logits less its last axis");
   r.def(OpKind::Dropout).signature("x: tensor, p: float = 0.1").fusion(FusionKind::Elementwise)
-      .infer(infer_dropout).reference(ref_dropout)
-      .summary("in training, zeroes each element with probability p and scales the rest by 1/(1-p)");
+      .infer(infer_dropout).reference(ref_dropout).grad(grads::dropout).examples(dropout_examples)
+      .summary("in training, zeroes each element with probability p and scales the rest by 1/(1-p); the identity "
+               "in evaluation; the mask comes from a counter-based RNG (Philox) keyed by the seed, the step and "
+               "the op's place, so a recomputation draws the same mask");
   r.def(OpKind::CausalMask).signature("x: tensor").fusion(FusionKind::Elementwise)
-      .infer(infer_causal_mask).reference(ref_causal_mask)
+      .infer(infer_causal_mask).reference(ref_causal_mask).grad(grads::causal_mask).examples(causal_mask_examples)
       .summary("sets scores [...,Tq,Tk] of keys after each query to -inf (queries aligned to the last keys)");
 }
 

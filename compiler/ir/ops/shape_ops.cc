@@ -8,6 +8,8 @@
 
 #include <algorithm>
 
+#include "compiler/ir/grads/grad_util.h"
+#include "compiler/ir/op_examples.h"
 #include "compiler/ir/op_registry.h"
 
 namespace modelc {
@@ -338,34 +340,179 @@ void ref_split(RefCtx& c) {
   }
 }
 
+// --- test domains ---------------------------------------------------------------------
+
+using examples::pick;
+
+// A value of each element in [-1, 1] (f32) or [-9, 9] (i32: the movement ops copy bits).
+RefTensor any_values(ExampleRng& rng, std::vector<int64_t> shape, bool i32) {
+  return examples::values(rng, i32 ? DType::I32 : DType::F32, std::move(shape), Domain{i32 ? -9.0 : -1.0, i32 ? 9.0 : 1.0});
+}
+
+OpExample movement(ExampleRng& rng, std::string label, std::vector<RefTensor> xs, Attrs attrs) {
+  OpExample e;
+  e.label = std::move(label);
+  for (RefTensor& x : xs) e.inputs.push_back(std::move(x));
+  e.attrs = std::move(attrs);
+  e.grad = e.inputs[0]->dtype == DType::F32;
+  (void)rng;
+  return e;
+}
+
+// 2-D, batched with broadcasting batch dims, and 1-D operands on either side.
+std::vector<OpExample> matmul_examples(ExampleRng& rng) {
+  const int64_t M = pick(rng, 1, 5), K = pick(rng, 1, 6), N = pick(rng, 1, 5), B = pick(rng, 2, 3);
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{M, K}, {K, N}}, {{B, M, K}, {K, N}}, {{M, K}, {B, K, N}}, {{B, 1, M, K}, {2, K, N}},
+      {{K}, {K, N}},    {{M, K}, {K}},       {{K}, {K}},          {{B, M, K}, {K}}};
+  std::vector<OpExample> out;
+  for (const auto& [a, b] : shapes) {
+    OpExample e;
+    e.inputs = {examples::values(rng, DType::F32, a, Domain{-1, 1}), examples::values(rng, DType::F32, b, Domain{-1, 1})};
+    e.label = e.inputs[0]->shape_str() + " @ " + e.inputs[1]->shape_str();
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<OpExample> transpose_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 4; ++rep) {
+    std::vector<int64_t> s = examples::shape(rng, 2, 4);
+    const auto r = static_cast<int64_t>(s.size());
+    Attrs a;
+    a.set("dim0", pick(rng, -r, r - 1));
+    a.set("dim1", pick(rng, -r, r - 1));
+    out.push_back(movement(rng, "transpose", {any_values(rng, s, rep == 3)}, a));
+  }
+  return out;
+}
+
+std::vector<OpExample> permute_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 4; ++rep) {
+    std::vector<int64_t> s = examples::shape(rng, 1, 4);
+    Ints dims(s.size());
+    for (size_t k = 0; k < dims.size(); ++k) dims[k] = static_cast<int64_t>(k);
+    std::shuffle(dims.begin(), dims.end(), rng);
+    if (pick(rng, 0, 1)) dims[0] -= static_cast<int64_t>(dims.size());  // a negative spelling
+    Attrs a;
+    a.set("dims", dims);
+    out.push_back(movement(rng, "dims " + attr_str(dims), {any_values(rng, s, rep == 3)}, a));
+  }
+  return out;
+}
+
+// Regroupings of the same elements: all in one axis, the first two merged, a -1 entry.
+std::vector<OpExample> reshape_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<int64_t> s = examples::shape(rng, 2, 4);
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    Shape to;
+    if (rep == 0) to = {Dim(n)};
+    else if (rep == 1) to = {Dim(s[0] * s[1])}, to.insert(to.end(), s.begin() + 2, s.end());
+    else to = {Dim(-1), Dim(s.back())};
+    Attrs a;
+    a.set("shape", to);
+    out.push_back(movement(rng, "to " + attr_str(to), {any_values(rng, s, rep == 2)}, a));
+  }
+  return out;
+}
+
+std::vector<OpExample> broadcast_to_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<int64_t> target = examples::shape(rng, 1, 4);
+    Shape to(target.begin(), target.end());
+    Attrs a;
+    a.set("shape", to);
+    out.push_back(movement(rng, "to " + attr_str(to), {any_values(rng, examples::broadcastable_to(rng, target), rep == 2)}, a));
+  }
+  return out;
+}
+
+std::vector<OpExample> slice_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 4; ++rep) {
+    std::vector<int64_t> s = examples::shape(rng, 1, 4, 1, 6);
+    const int64_t axis = pick(rng, 0, static_cast<int64_t>(s.size()) - 1), n = s[static_cast<size_t>(axis)];
+    const int64_t start = pick(rng, 0, n - 1), end = pick(rng, start + 1, n);
+    Attrs a;
+    a.set("axis", pick(rng, 0, 1) ? axis : axis - static_cast<int64_t>(s.size()));
+    a.set("start", pick(rng, 0, 1) ? start : start - n);  // negative bounds count from the end
+    a.set("end", end);
+    out.push_back(movement(rng, fmt::format("axis {} [{}:{}]", axis, start, end), {any_values(rng, s, rep == 3)}, a));
+  }
+  return out;
+}
+
+std::vector<OpExample> concat_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<int64_t> s = examples::shape(rng, 1, 3);
+    const auto axis = static_cast<size_t>(pick(rng, 0, static_cast<int64_t>(s.size()) - 1));
+    std::vector<RefTensor> xs;
+    for (int64_t k = pick(rng, 1, 3); k > 0; --k) {
+      s[axis] = pick(rng, 1, 4);
+      xs.push_back(any_values(rng, s, rep == 2));
+    }
+    Attrs a;
+    a.set("axis", static_cast<int64_t>(axis));
+    out.push_back(movement(rng, fmt::format("{} parts, axis {}", xs.size(), axis), std::move(xs), a));
+  }
+  return out;
+}
+
+std::vector<OpExample> split_examples(ExampleRng& rng) {
+  std::vector<OpExample> out;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<int64_t> s = examples::shape(rng, 1, 3);
+    const auto axis = static_cast<size_t>(pick(rng, 0, static_cast<int64_t>(s.size()) - 1));
+    const int64_t sections = pick(rng, 1, 3);
+    s[axis] = sections * pick(rng, 1, 3);
+    Attrs a;
+    a.set("sections", sections);
+    a.set("axis", static_cast<int64_t>(axis));
+    out.push_back(movement(rng, fmt::format("{} sections, axis {}", sections, axis), {any_values(rng, s, rep == 2)}, a));
+  }
+  return out;
+}
+
 }  // namespace
 
 void register_shape_ops(OpRegistry& r) {
-  r.def(OpKind::Matmul).signature("a: tensor, b: tensor").fusion(FusionKind::Opaque)
-      .infer(infer_matmul).reference(ref_matmul).autocast(AutocastPolicy::Lower)
-      .summary("matrix product with numpy semantics: batch dims broadcast, 1-D operands promoted");
+  r.def(OpKind::Matmul).signature("a: tensor, b: tensor").fusion(FusionKind::Opaque).library()
+      .infer(infer_matmul).reference(ref_matmul).autocast(AutocastPolicy::Lower).grad(grads::matmul)
+      .flops([](const Graph& g, const Node& n) {  // output elements (M, N and batch) times K
+        return Dim(2) * numel(n.outputs[0].shape) * g.type(n.inputs.at(0)).shape.back();
+      })
+      .examples(matmul_examples)
+      .summary("the matrix product with numpy semantics: batch dims broadcast, 1-D operands promoted; written @");
   r.def(OpKind::Transpose).signature("x: tensor, dim0: int = -2, dim1: int = -1").fusion(FusionKind::Injective)
-      .infer(infer_transpose).reference(ref_transpose)
+      .library().infer(infer_transpose).reference(ref_transpose).grad(grads::transpose).examples(transpose_examples)
       .summary("swaps two axes (by default the last two)");
-  r.def(OpKind::Permute).signature("x: tensor, dims: ints").fusion(FusionKind::Injective)
+  r.def(OpKind::Permute).signature("x: tensor, dims: ints").fusion(FusionKind::Injective).library()
       .infer(infer_permute)
       .reference([](RefCtx& c) { ref_permute(c.input(0), c.attrs().ints("dims"), c.out[0]); })
+      .grad(grads::permute).examples(permute_examples)
       .summary("reorders the axes: output axis k is input axis dims[k]");
-  r.def(OpKind::Reshape).signature("x: tensor, shape: shape").fusion(FusionKind::Injective)
-      .infer(infer_reshape).reference(ref_reshape)
+  r.def(OpKind::Reshape).signature("x: tensor, shape: shape").fusion(FusionKind::Injective).library()
+      .infer(infer_reshape).reference(ref_reshape).grad(grads::reshape).examples(reshape_examples)
       .summary("the same elements in row-major order under a new shape (one entry may be -1)");
   r.def(OpKind::BroadcastTo).signature("x: tensor, shape: shape").fusion(FusionKind::Broadcast)
-      .infer(infer_broadcast_to).reference(ref_broadcast_to)
+      .infer(infer_broadcast_to).reference(ref_broadcast_to).grad(grads::broadcast_to).examples(broadcast_to_examples)
       .summary("repeats size-1 and missing leading axes to reach a shape (numpy rules)");
   r.def(OpKind::Slice).signature("x: tensor, axis: int, start: int, end: int").fusion(FusionKind::Injective)
-      .infer(infer_slice).reference(ref_slice)
+      .library().infer(infer_slice).reference(ref_slice).grad(grads::slice).examples(slice_examples)
       .summary("the elements start..end-1 along one axis (negative bounds count from the end)");
-  r.def(OpKind::Concat).signature("xs: tensors, axis: int = 0").fusion(FusionKind::Injective)
-      .infer(infer_concat).reference(ref_concat)
-      .summary("joins tensors along an axis; the other axes must agree");
+  r.def(OpKind::Concat).signature("xs: tensors, axis: int = 0").fusion(FusionKind::Injective).library()
+      .infer(infer_concat).reference(ref_concat).grad(grads::concat).examples(concat_examples)
+      .summary("joins [a, b, ...] along an axis; the other axes must agree");
   r.def(OpKind::Split).signature("x: tensor, sections: int, axis: int = -1").fusion(FusionKind::Injective)
-      .infer(infer_split).reference(ref_split)
-      .summary("cuts a tensor into equal sections along an axis, one output each");
+      .library().infer(infer_split).reference(ref_split).grad(grads::split).examples(split_examples)
+      .summary("cuts a tensor into equal sections along an axis, one output each: q, k, v = split(x, 3)");
 }
 
 }  // namespace modelc

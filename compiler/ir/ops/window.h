@@ -16,4 +16,9 @@ bool pair_attr(InferCtx& c, const char* op, const char* name, int64_t min, Ints&
 // extent does not divide exactly (e.g. 16*P - 16 by 16 does, B by 2 does not).
 std::optional<Dim> window_sweep(const Dim& in, const Dim& kernel, int64_t stride, int64_t pad, int64_t dilation);
 
+// The test domains of conv2d and the pools (conv.cc), from which their gradient ops'
+// domains are made (grad_ops.cc).
+std::vector<OpExample> conv2d_examples(ExampleRng& rng);
+std::vector<OpExample> pool_examples(ExampleRng& rng);
+
 }  // namespace modelc

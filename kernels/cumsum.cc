@@ -1,13 +1,20 @@
-// cumsum on the CPU (kernels/cpu/cumsum_plan.h, planned here; the CUDA op shares the plan).
-// The lines (outer x inner of them) are split over the pool; each line is summed in order
-// along the axis in one f32 accumulator, so the result does not depend on the thread count
-// and is the CUDA kernel's bit for bit (kernels/cuda/bodies.h, cumsum_body).
+// cumsum on every device: the checks and geometry both devices share (plan_cumsum), the CPU
+// kernel and the CUDA launch planner (its kernel's body is kernels/cuda/bodies.h,
+// cumsum_body). kernels/library_ops.def names both; neither needs a header.
+//
+// cumsum(x) -> out of x's shape and type (f32, f16 or bf16); ints["axis"] = {a} with
+// 0 <= a < rank (the compiler normalises it), ints["reverse"] = {0 or 1} (absent: 0).
+// Viewing x as [outer, len, inner] with len the axis' extent, out[o, i, k] is the sum of
+// x[o, j, k] over j <= i (reverse: j >= i), added one term at a time in f32 in that order
+// (f16/bf16 terms widened exactly) and rounded once to the output's type. Every device sums
+// in this order, so the results are the same bit for bit.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cpu/cumsum_plan.h"
+#include "kernels/cpu/library.h"
+#include "kernels/cuda/launches.h"
 #include "runtime/base/tensor.h"
 
 namespace modelc::kernels {
@@ -15,6 +22,14 @@ namespace modelc::kernels {
 namespace {
 
 using rt::shape_str;
+
+// The geometry of a scan: outer x inner lines of `len` terms, `inner` apart.
+struct CumsumPlan {
+  int64_t outer = 0, len = 0, inner = 0;  // lines: outer * inner, each len terms apart by inner
+  bool reverse = false;
+  ElemType type = ElemType::F32;
+};
+
 
 inline float widen(float v, ElemType) { return v; }
 inline float widen(uint16_t v, ElemType t) { return low_to_f32(v, t); }
@@ -52,8 +67,8 @@ void run(const LibCall& c, const CumsumPlan& p) {
   c.pool->parallel_for(lines, std::max<int64_t>(1, 16384 / p.len), [&](int64_t b, int64_t e) { scan(p, x, out, b, e); });
 }
 
-}  // namespace
-
+// The checks of a cumsum call (the CPU kernel and the CUDA planner say the same words) and
+// its geometry. Throws RuntimeError (LibCall::fail).
 CumsumPlan plan_cumsum(const LibCall& c) {
   c.expect_arity(1, 1, 1, 1);
   const TensorArg& x = c.in(0);
@@ -80,6 +95,8 @@ CumsumPlan plan_cumsum(const LibCall& c) {
   return p;
 }
 
+}  // namespace
+
 void cumsum_cpu(const LibCall& c) {
   const CumsumPlan p = plan_cumsum(c);
   if (p.type == ElemType::F32) run<float>(c, p);
@@ -87,3 +104,21 @@ void cumsum_cpu(const LibCall& c) {
 }
 
 }  // namespace modelc::kernels
+
+namespace modelc::kernels::cuda {
+
+// One work item per line, each a sequential scan (bodies.h).
+OpLaunches cumsum_launches(const LibCall& c, const ErrorWordSource&) {
+  const CumsumPlan p = plan_cumsum(c);
+  CumsumParams k{};
+  k.x = c.in(0).data;
+  k.out = c.out(0).data;
+  k.n = p.len == 0 ? 0 : p.outer * p.inner;
+  k.len = p.len;
+  k.inner = p.inner;
+  k.type = float_type(p.type);
+  k.reverse = p.reverse ? 1 : 0;
+  return one(HandKernel::Cumsum, k);
+}
+
+}  // namespace modelc::kernels::cuda

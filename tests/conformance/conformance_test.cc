@@ -1,0 +1,221 @@
+// The conformance test, driven by the two op tables (the compiler's registry,
+// compiler/ir/op_registry.h, and the runtime's library ops, kernels/library_ops.def): for
+// every registered op, on fresh random calls from its test domain,
+//   (a) the lowered CPU program, fused and unfused, against the reference interpreter;
+//   (b) its gradient against central finite differences of the reference, in double;
+//   (c) every library op's CUDA twin, run on the host (the hand kernels' own launches and
+//       bodies), against its CPU kernel, byte for byte;
+//   (d) the PTX of every op code generation emits assembles for sm_80 and sm_90;
+//   (e) NaN and infinities propagate as the reference says, fused and unfused.
+// Adding an op to a table adds it to every check; no list of ops is kept here. The seed is
+// printed (MODELC_TEST_SEED replays a run).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "compiler/codegen/kernels.h"
+#include "kernels/cuda/launches.h"
+#include "kernels/cuda/library.h"
+#include "kernels/cuda/run_op.h"
+#include "tests/codegen/ptxas.h"
+#include "tests/common/sanitizers.h"
+#include "tests/conformance/conformance.h"
+#include "tests/grad/grad_check.h"
+
+namespace modelc::test::conformance {
+namespace {
+
+// Every op but the sources has a test domain, so every check below reaches it.
+TEST(Conformance, EveryOpHasATestDomain) {
+  for (const OpInfo& op : OpRegistry::get().all()) {
+    if (op.fusion == FusionKind::Source) continue;
+    EXPECT_FALSE(examples::of(op, rng()).empty()) << op.name << " has no test domain (domains or examples in its record)";
+  }
+}
+
+// An op the registry says runs as a library call has a kernel on every backend: a CPU
+// function, and on CUDA a hand kernel or a cuBLASLt / cuDNN call (when the runtime has its
+// hand kernels: built with nvcc). Found here, not when an executor is constructed.
+TEST(Conformance, EveryLibraryOpHasAKernelOnEveryBackend) {
+  const bool nvcc = *rt::cuda::hand_kernels_ptx() != '\0';
+  if (!nvcc) std::cerr << "built without nvcc: the CUDA hand kernels are not checked\n";
+  int checked = 0;
+  for (const OpInfo& op : OpRegistry::get().all()) {
+    if (op.math != MathKind::Library) continue;
+    EXPECT_NE(kernels::find_library_op(op.name), nullptr) << op.name << " has no CPU kernel (kernels/library_ops.def)";
+    if (nvcc) {
+      EXPECT_NE(rt::cuda::find_cuda_library_op(op.name), nullptr) << op.name << " has no CUDA kernel";
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// The lowered program on the CPU against the reference, fused and unfused; `rule`: how
+// NaN and infinities must agree (finite inputs: exactly).
+void expect_cpu_matches_reference(const Case& c, const std::vector<std::optional<RefTensor>>& inputs,
+                                  const std::string& label, NonFinite rule) {
+  const auto feeds = feeds_of(inputs);
+  for (bool fused : {false, true}) {
+    const std::string what = fmt::format("{}{}, {}", c.name(), label, fused ? "fused" : "unfused");
+    SCOPED_TRACE(what);
+    Graph g = graph_of(c, inputs, fused);
+    InterpResult want = interpret(g, feeds, reference_options());
+    std::map<std::string, RefTensor> got = run_cpu(g, feeds, fused);
+    for (const auto& [name, w] : want.outputs)
+      expect_close(got.at(name), w, input_scale(inputs), what + ", " + name, rule);
+  }
+}
+
+// (a)
+TEST(Conformance, LoweredCpuCodeMatchesTheReference) {
+  for (const Case& c : all_cases()) expect_cpu_matches_reference(c, rounded_inputs(c), "", NonFinite::Exact);
+}
+
+// (b) Every float input of every differentiable op, at up to 12 random elements each, with
+// loss = sum over outputs k of sum(out_k * r_k), r_k random (every output's gradient).
+TEST(Conformance, GradientsMatchCentralDifferences) {
+  int checked = 0;
+  for (const Case& c : all_cases()) {
+    if (!c.op->grad || !c.ex.grad) continue;
+    SCOPED_TRACE(c.name());
+    const auto inputs = rounded_inputs(c);
+    Graph g = graph_of(c, inputs, false);
+    g.outputs.clear();
+    std::map<std::string, RefTensor> feeds = feeds_of(inputs);
+    const InterpResult fwd = interpret(g, feeds, reference_options());
+    Value total{};
+    const NodeId op = g.nodes.size() - 1;
+    for (uint32_t k = 0; k < g.node(op).outputs.size(); ++k) {
+      const TensorType t = g.node(op).outputs[k];
+      if (!is_float(t.dtype)) continue;
+      Node r;
+      r.op = OpKind::Input;
+      r.name = "r" + std::to_string(k);
+      r.outputs = {TensorType{DType::F32, t.shape}};
+      NodeId rid = g.add(std::move(r));
+      g.inputs.push_back(rid);
+      feeds[g.node(rid).name] = random_tensor(DType::F32, concrete_shape(t.shape, {}), -1, 1);
+      Value out{op, k};
+      if (t.dtype != DType::F32) {
+        Attrs a;
+        a.set("dtype", DType::F32);
+        out = Value{*add_op(g, OpKind::Cast, {out}, a), 0};
+      }
+      // Where the output is not finite (a causal mask's -inf) it is left out of the loss:
+      // where(finite, out, 0), whose gradient there is 0.
+      const RefTensor& y = fwd.values.at(op).at(k);
+      RefTensor finite(DType::Bool, y.shape);
+      for (int64_t i = 0; i < y.numel(); ++i) finite[i] = std::isfinite(y[i]);
+      Node m;
+      m.op = OpKind::Input;
+      m.name = "finite" + std::to_string(k);
+      m.outputs = {TensorType{DType::Bool, t.shape}};
+      NodeId mid = g.add(std::move(m));
+      g.inputs.push_back(mid);
+      feeds[g.node(mid).name] = std::move(finite);
+      Node zero;
+      zero.op = OpKind::Constant;
+      zero.attrs.set("value", 0.0);
+      zero.outputs = {TensorType{DType::F32, {}}};
+      out = Value{*add_op(g, OpKind::Where, {Value{mid, 0}, out, Value{g.add(std::move(zero)), 0}}, {}), 0};
+      Value s{*add_op(g, OpKind::Sum, {Value{*add_op(g, OpKind::Mul, {out, Value{rid, 0}}, {}), 0}}, {}), 0};
+      total = total.valid() ? Value{*add_op(g, OpKind::Add, {total, s}, {}), 0} : s;
+    }
+    if (!total.valid()) continue;
+    g.outputs.push_back({"loss", total, {}});
+    std::vector<std::string> names;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i] && inputs[i]->dtype == DType::F32) names.push_back("in" + std::to_string(i));
+    check_graph_grads(g, "loss", feeds, names, reference_options(), c.ex.grad_step > 0 ? c.ex.grad_step : kGradEps,
+                      c.ex.grad_tol > 0 ? c.ex.grad_tol : kGradTol, 12);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// (c) The library call of each case (its instruction of the unfused program, so with the
+// attributes lowering gives it) through the CUDA twin's launches on the host and through
+// the CPU kernel.
+TEST(Conformance, CudaTwinsOnTheHostMatchTheCpuKernels) {
+  const std::vector<std::string> hand = kernels::cuda::hand_kernel_ops();
+  std::set<std::string> skipped;
+  for (const Case& c : all_cases()) {
+    if (c.op->math != MathKind::Library) continue;
+    if (std::find(hand.begin(), hand.end(), c.op->name) == hand.end()) {
+      skipped.insert(c.op->name);  // cuBLASLt / cuDNN: tests/gpu compares them on a GPU
+      continue;
+    }
+    SCOPED_TRACE(c.name());
+    const auto inputs = rounded_inputs(c);
+    Graph g = graph_of(c, inputs, false);
+    LowerOptions lo;
+    lo.fusion = false;
+    lo.dry_run = true;
+    auto p = lower_program(g, nullptr, nullptr, lo);
+    const rt::Function* fn = p->function("eval");
+    const rt::Instr* call = nullptr;
+    for (const rt::Instr& in : fn->instrs)
+      if (in.kind == rt::Instr::Kind::Library && in.op == c.op->name) call = &in;
+    ASSERT_NE(call, nullptr) << "no " << c.op->name << " call in the lowered program";
+    std::vector<rt::HostTensor> hosts;
+    hosts.reserve(inputs.size());
+    std::vector<const rt::HostTensor*> in;
+    for (const auto& t : inputs) {
+      if (t) hosts.push_back(to_host(*t));
+      in.push_back(t ? &hosts.back() : nullptr);
+    }
+    const Node& node = g.nodes.back();
+    std::vector<rt::HostTensor> cpu, gpu;
+    for (const TensorType& t : node.outputs) cpu.emplace_back(static_cast<rt::ElemType>(t.dtype), concrete_shape(t.shape, {}));
+    gpu = cpu;
+    for (rt::HostTensor& t : gpu) std::fill(t.bytes.begin(), t.bytes.end(), 0xA5);  // unwritten bytes show
+    kernels::cuda::run_cpu_op(c.op->name, in, cpu, call->ints, call->floats);
+    kernels::cuda::run_emulated_op(c.op->name, in, gpu, call->ints, call->floats);
+    for (size_t k = 0; k < cpu.size(); ++k) EXPECT_EQ(gpu[k].bytes, cpu[k].bytes) << "output " << k;
+  }
+  for (const std::string& op : skipped)
+    std::cerr << op << ": runs on cuBLASLt / cuDNN on a GPU, not emulated (tests/gpu compares it there)\n";
+}
+
+// (d) One module per op and call kind (unfused and fused), as a program holds it.
+TEST(Conformance, PtxOfEveryGeneratedOpAssembles) {
+  MODELC_REQUIRE_PTXAS();
+  std::set<std::string> done;
+  for (const Case& c : all_cases()) {
+    if (c.op->math == MathKind::Library || done.count(c.op->name)) continue;
+    done.insert(c.op->name);
+    for (bool fused : {false, true}) {
+      SCOPED_TRACE(fmt::format("{}, {}", c.name(), fused ? "fused" : "unfused"));
+      Graph g = graph_of(c, rounded_inputs(c), fused);
+      LowerOptions lo;
+      lo.fusion = fused;
+      lo.eval = false;
+      lo.ptx_target = "sm_80";
+      auto p = lower_program(g, &g, nullptr, lo);
+      ASSERT_FALSE(p->ptx.empty());
+      for (const char* sm : {"sm_80", "sm_90"})
+        EXPECT_EQ(assemble_ptx(p->ptx, sm, fmt::format("{}_{}", c.op->name, fused ? "fused" : "unfused")), "");
+    }
+  }
+}
+
+// (e) Some elements of every float input replaced by NaN, +inf or -inf.
+TEST(Conformance, NaNAndInfinitiesPropagateAsTheReferenceSays) {
+  const double specials[] = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                             -std::numeric_limits<double>::infinity()};
+  for (const Case& c : all_cases()) {
+    auto inputs = rounded_inputs(c);
+    bool any = false;
+    for (auto& t : inputs) {
+      if (!t || !is_float(t->dtype) || t->numel() == 0) continue;
+      for (int k = static_cast<int>(rnd(1, 3)); k > 0; --k) t->data[static_cast<size_t>(rnd(0, t->numel() - 1))] = specials[rnd(0, 2)];
+      any = true;
+    }
+    if (any) expect_cpu_matches_reference(c, inputs, " with NaN/inf inputs", c.op->nonfinite);
+  }
+}
+
+}  // namespace
+}  // namespace modelc::test::conformance
