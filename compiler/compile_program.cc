@@ -43,7 +43,7 @@ struct StepSizer {
 
 // The compile-time error when no placement fits: the breakdown of the best placement found,
 // and what would fit.
-[[noreturn]] void does_not_fit(const StepSizer& sizer, const Graph& step, const CheckpointPlacement& pl, int64_t budget,
+[[noreturn]] void does_not_fit(const StepSizer& sizer, const Graph& step, const RecomputePlacement& pl, int64_t budget,
                                const std::function<std::string(SourceLoc)>& describe) {
   Graph all = recompute(step, pl.drop).graph;
   std::vector<std::pair<std::string, Value>> values;
@@ -62,20 +62,20 @@ struct StepSizer {
                  : fmt::format("; not even {} = 1 fits in it", p->symbols[*sym]);
   }
   throw UserError(fmt::format("the train step does not fit in the memory budget of {}: the smallest predicted "
-                              "peak checkpoint placement found is {} ({}){}; a budget of {} would fit",
+                              "peak recomputation placement found is {} ({}){}; a budget of {} would fit",
                               format_bytes(budget), format_bytes(m.peak), parts, batch, format_bytes(m.peak)));
 }
 
-CheckpointReport report(const Graph& step, const CheckpointPlacement& pl, std::optional<int64_t> budget,
+RecomputeReport report(const Graph& step, const RecomputePlacement& pl, std::optional<int64_t> budget,
                         const std::map<std::string, int64_t>& dims, const std::function<std::string(SourceLoc)>& describe) {
-  CheckpointReport r;
+  RecomputeReport r;
   r.placement = pl;
   r.budget = budget;
   Recomputed rc = recompute(step, pl.drop);
   ByteSize bytes = bytes_under(dims);
   for (const auto& [clone, original] : rc.original) {
     const Node& n = step.nodes[original];
-    CheckpointReport::Value v;
+    RecomputeReport::Value v;
     v.what = fmt::format("{} %{}", op_name(n.op), original);
     v.where = describe && n.loc.valid() ? describe(n.loc) : "";
     for (const TensorType& t : n.outputs) v.bytes += bytes(t);
@@ -108,19 +108,19 @@ std::shared_ptr<rt::Program> compile_program(Compilation& c, const std::string& 
       throw InternalError("the train-step graph does not verify: " + problems.front());
   }
   if (step && options.recompute) {
-    // Checkpoint placement: @checkpoint always; with a budget, what else to recompute.
+    // Recomputation placement: @checkpoint always; with a budget, what else to recompute.
     const StepSizer sizer{*e.graph, train, options.fusion, options.bindings, options.batch};
-    CheckpointOptions co;
+    PlacementOptions co;
     co.budget = options.mem_budget ? options.mem_budget : train->mem_budget;
-    co.algorithm = options.checkpoint_algorithm;
+    co.algorithm = options.recompute_algorithm;
     co.annotations = options.annotations;
     co.peak = [&sizer](const Graph& g) { return sizer.peak(g); };
-    if (co.budget || options.checkpoints) {
+    if (co.budget || options.recompute_report) {
       auto p = sizer.dry(*step);
       co.dims = bound_dims(*p, bind_symbols(*p, "train_step", options.bindings));
     }
-    CheckpointPlacement pl = place_checkpoints(*step, co);
-    if (options.checkpoints) *options.checkpoints = report(*step, pl, co.budget, co.dims, lo.describe);
+    RecomputePlacement pl = place_recomputation(*step, co);
+    if (options.recompute_report) *options.recompute_report = report(*step, pl, co.budget, co.dims, lo.describe);
     if (!pl.fits) does_not_fit(sizer, *step, pl, *co.budget, lo.describe);
     if (!pl.drop.empty()) {
       step = std::make_unique<Graph>(recompute(*step, pl.drop).graph);

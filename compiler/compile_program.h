@@ -8,7 +8,7 @@
 #include <string>
 
 #include "compiler/compile.h"
-#include "compiler/passes/checkpoint.h"
+#include "compiler/passes/recompute_placement.h"
 #include "compiler/passes/memory_report.h"
 #include "runtime/base/program.h"
 
@@ -22,7 +22,7 @@ struct ProgramOptions {
   std::string* llvm_text = nullptr;      // non-null: receives the kernels' LLVM IR text
   // Non-null: receives what each buffer of the Program holds, for the memory report.
   std::vector<BufferOrigin>* origins = nullptr;
-  // Checkpoint placement (compiler/passes/checkpoint.h): the peak memory the train step
+  // Recomputation placement (compiler/passes/recompute_placement.h): the peak memory the train step
   // must fit in (overrides the train section's mem_budget) and the algorithm. @checkpoint
   // annotations are honoured with or without a budget.
   std::optional<int64_t> mem_budget;
@@ -32,7 +32,7 @@ struct ProgramOptions {
   // false: buffers and instructions only, no kernel code (LowerOptions::dry_run): a
   // Program that cannot run but whose memory plan is the real one's, in milliseconds.
   bool code = true;
-  CheckpointAlgorithm checkpoint_algorithm = CheckpointAlgorithm::Greedy;
+  RecomputeAlgorithm recompute_algorithm = RecomputeAlgorithm::Greedy;
   // Values of the model's free dims that size the step for the placement and the memory
   // report (-D B=64 with --emit=memory); the batch dim defaults to the train section's
   // (micro-)batch (bind_symbols).
@@ -41,7 +41,7 @@ struct ProgramOptions {
   // the batch dim defaults to for the placement.
   std::optional<int64_t> batch;
   // Non-null: receives the placement and what it recomputes.
-  CheckpointReport* checkpoints = nullptr;
+  RecomputeReport* recompute_report = nullptr;
   // fp32 | bf16 | fp16: overrides the train section's `precision` (modelc/modelrun
   // --precision); bf16 and fp16 autocast the eval function and the train step
   // (compiler/passes/autocast.h, docs/precision.md).

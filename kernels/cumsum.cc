@@ -74,10 +74,10 @@ CumsumPlan plan_cumsum(const LibCall& c) {
   const TensorArg& x = c.in(0);
   const TensorArg& out = c.out(0);
   if (x.type != ElemType::F32 && !is_low_float(x.type))
-    c.fail(fmt::format("input must be f32, f16 or bf16, got {}{}", rt::elem_name(x.type), shape_str(x.shape)));
+    c.fail(fmt::format("input must be f32, f16 or bf16, got {}{}", dtype_name(x.type), shape_str(x.shape)));
   if (out.type != x.type || out.shape != x.shape)
-    c.fail(fmt::format("output is {}{}, expected the input's {}{}", rt::elem_name(out.type), shape_str(out.shape),
-                       rt::elem_name(x.type), shape_str(x.shape)));
+    c.fail(fmt::format("output is {}{}, expected the input's {}{}", dtype_name(out.type), shape_str(out.shape),
+                       dtype_name(x.type), shape_str(x.shape)));
   if (x.rank() == 0) c.fail("cannot take the cumulative sum of a scalar");
   const int64_t axis = c.int_attr("axis");
   if (axis < 0 || axis >= x.rank()) c.fail(fmt::format("axis {} is out of range for rank {}", axis, x.rank()));

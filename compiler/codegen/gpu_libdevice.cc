@@ -15,7 +15,7 @@
 #include <llvm/Linker/Linker.h>
 #include <llvm/Support/MemoryBuffer.h>
 
-#include "compiler/codegen/kernels_impl.h"
+#include "compiler/codegen/codelets_impl.h"
 #include "compiler/support/diagnostics.h"
 
 namespace modelc {

@@ -1,4 +1,4 @@
-// The GPU forms of KernelBuilder's target-dependent primitives (compiler/codegen/kernel_emit.h)
+// The GPU forms of CodeletBuilder's target-dependent primitives (compiler/codegen/codelet_emit.h)
 // for block-mapped kernels: one work item per thread block of `gpu.block` threads (a
 // multiple of 32, known when the body is built; the kernel requires exactly that many).
 //
@@ -20,16 +20,16 @@
 #include <fmt/format.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 
-#include "compiler/codegen/kernel_emit.h"
+#include "compiler/codegen/codelet_emit.h"
 #include "compiler/support/diagnostics.h"
 
 namespace modelc {
 
-llvm::Value* KernelBuilder::thread_id() {
+llvm::Value* CodeletBuilder::thread_id() {
   return b.CreateZExt(b.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {}), i64(), "tid");
 }
 
-void KernelBuilder::strided_loop(llvm::Value* start, llvm::Value* n, llvm::Value* step,
+void CodeletBuilder::strided_loop(llvm::Value* start, llvm::Value* n, llvm::Value* step,
                                  const std::function<void(llvm::Value*)>& body) {
   llvm::AllocaInst* k = var(i64(), start);
   auto* head = llvm::BasicBlock::Create(ctx, "sloop", fn);
@@ -46,7 +46,7 @@ void KernelBuilder::strided_loop(llvm::Value* start, llvm::Value* n, llvm::Value
   b.SetInsertPoint(exit);
 }
 
-llvm::Value* KernelBuilder::shuffle_xor(llvm::Value* v, unsigned lane_mask) {
+llvm::Value* CodeletBuilder::shuffle_xor(llvm::Value* v, unsigned lane_mask) {
   llvm::Type* t = v->getType();
   llvm::Type* i32 = b.getInt32Ty();
   auto shfl = [&](llvm::Intrinsic::ID id, llvm::Value* x) {
@@ -69,7 +69,7 @@ llvm::Value* KernelBuilder::shuffle_xor(llvm::Value* v, unsigned lane_mask) {
   throw InternalError(fmt::format("kernel compiler: no warp shuffle for a value of type {}", name));
 }
 
-std::vector<llvm::Value*> KernelBuilder::block_reduce(const std::vector<llvm::Value*>& extents,
+std::vector<llvm::Value*> CodeletBuilder::block_reduce(const std::vector<llvm::Value*>& extents,
                                                       const std::vector<Accumulator>& accs, const Element& element) {
   if (gpu.block % 32 != 0 || gpu.block == 0 || gpu.block > 1024)
     throw InternalError(fmt::format("kernel compiler: block size {} is not a multiple of 32 in [32, 1024]", gpu.block));
@@ -138,7 +138,7 @@ std::vector<llvm::Value*> KernelBuilder::block_reduce(const std::vector<llvm::Va
   return r;
 }
 
-void KernelBuilder::block_tile_reduce(int64_t width, llvm::Value* cols, const std::vector<llvm::Value*>& extents,
+void CodeletBuilder::block_tile_reduce(int64_t width, llvm::Value* cols, const std::vector<llvm::Value*>& extents,
                                       const std::vector<Accumulator>& accs, const TileElement& element,
                                       const TileDone& done) {
   if (width <= 0 || gpu.block % static_cast<uint64_t>(width) != 0)
@@ -202,14 +202,14 @@ void KernelBuilder::block_tile_reduce(int64_t width, llvm::Value* cols, const st
   b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
 }
 
-void KernelBuilder::block_parallel_loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body) {
+void CodeletBuilder::block_parallel_loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body) {
   llvm::Value* tid = thread_id();
   ++coop_depth_;
   strided_loop(tid, n, c64(gpu.block), body);
   --coop_depth_;
 }
 
-void KernelBuilder::block_single(const std::function<void()>& body) {
+void CodeletBuilder::block_single(const std::function<void()>& body) {
   auto* run = llvm::BasicBlock::Create(ctx, "single", fn);
   auto* join = llvm::BasicBlock::Create(ctx, "single.join", fn);
   b.CreateCondBr(b.CreateICmpEQ(thread_id(), c64(0)), run, join);

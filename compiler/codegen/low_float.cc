@@ -7,7 +7,7 @@
 // is exact. These agree with round_to_dtype (compiler/ir/dtype.cc) for every f32 input.
 #include <fmt/format.h>
 
-#include "compiler/codegen/kernel_emit.h"
+#include "compiler/codegen/codelet_emit.h"
 #include "compiler/support/diagnostics.h"
 
 namespace modelc {

@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 #include <map>
 
-#include "compiler/codegen/kernel_emit.h"
-#include "compiler/codegen/kernels.h"
+#include "compiler/codegen/codelet_emit.h"
+#include "compiler/codegen/codelets.h"
 #include "compiler/codegen/sizes.h"
 #include "compiler/ir/op_registry.h"
 #include "compiler/passes/fusion.h"
@@ -15,21 +15,10 @@ namespace modelc {
 
 namespace {
 
-rt::ElemType elem_type(DType t) {
-  switch (t) {
-    case DType::F32: return rt::ElemType::F32;
-    case DType::F16: return rt::ElemType::F16;
-    case DType::BF16: return rt::ElemType::BF16;
-    case DType::I32: return rt::ElemType::I32;
-    case DType::Bool: return rt::ElemType::Bool;
-  }
-  throw InternalError("lower: unknown dtype");
-}
-
 // Builds the Program's buffers and functions; one instance per Program.
 class Lowering {
  public:
-  Lowering(rt::Program& p, SymbolTable& syms, KernelCompiler& kc, const LowerOptions& o)
+  Lowering(rt::Program& p, SymbolTable& syms, CodeletCompiler& kc, const LowerOptions& o)
       : p_(p), syms_(syms), kc_(kc), opts_(o) {}
 
   void lower_function(const std::string& name, const Graph& g, bool training) {
@@ -59,7 +48,7 @@ class Lowering {
     fo.enabled = opts_.fusion;
     fo.in_place = opts_.in_place;
     fo.horizontal = opts_.horizontal;
-    fo.can_emit = [](const Graph& gr, NodeId id) { return KernelCompiler::handles(gr, id); };
+    fo.can_emit = [](const Graph& gr, NodeId id) { return CodeletCompiler::handles(gr, id); };
     const FusionPlan plan = plan_fusion(g, fo);
     EmitOptions eo;
     eo.training = training;
@@ -94,7 +83,7 @@ class Lowering {
       }
       for (size_t k = 0; k < groups.size(); ++k) place_outputs(groups[k]->outputs, groups[k]->overwrites, input_base[k], in);
       if (!opts_.dry_run) {
-        EmittedKernel k = kc_.emit_horizontal(g, groups, plan.inlined, eo);
+        EmittedCodelet k = kc_.emit_horizontal(g, groups, plan.inlined, eo);
         set_kernel(in, k);
       }
       f.instrs.push_back(std::move(in));
@@ -134,20 +123,20 @@ class Lowering {
         // A two-phase reduction (ReducePlan::chunks > 1) runs its Partial kernel first, from
         // the group's inputs into a scratch buffer, which this (Finish) kernel reads after
         // the group's inputs. A dry run places the same instruction and scratch, kernel-less.
-        std::optional<EmittedKernel::Partial> partial;
+        std::optional<EmittedCodelet::Partial> partial;
         if (!opts_.dry_run) {
-          EmittedKernel k = kc_.emit_group(g, grp, plan.inlined, eo);
+          EmittedCodelet k = kc_.emit_group(g, grp, plan.inlined, eo);
           set_kernel(in, k);
           partial = std::move(k.partial);
         } else if (grp.kind == FusionGroup::Kind::Reduce) {
           if (ReducePlan rp = plan_reduction(g, g.node(grp.anchor)); rp.chunks > 1)
-            partial = EmittedKernel::Partial{0, {}, {}, 1, rp.scratch_type, rp.scratch_elements};
+            partial = EmittedCodelet::Partial{0, {}, {}, 1, rp.scratch_type, rp.scratch_elements};
         }
         if (partial) {
           rt::Instr part;
           part.where = in.where;
-          part.kind = rt::Instr::Kind::Kernel;
-          part.kernel = partial->kernel;
+          part.kind = rt::Instr::Kind::Codelet;
+          part.codelet = partial->codelet;
           part.sizes = std::move(partial->sizes);
           part.extent = std::move(partial->extent);
           part.grain = partial->grain;
@@ -189,7 +178,7 @@ class Lowering {
   uint32_t add_buffer(std::string name, const TensorType& t, rt::BufferRole role, Value v = {}) {
     rt::BufferDesc d;
     d.name = std::move(name);
-    d.type = elem_type(t.dtype);
+    d.type = t.dtype;
     d.shape = syms_.shape(t.shape);
     d.role = role;
     p_.buffers.push_back(std::move(d));
@@ -202,7 +191,7 @@ class Lowering {
     auto it = persistent_.find(n.name);
     if (it != persistent_.end()) {
       const rt::BufferDesc& d = p_.buffers[it->second];
-      if (d.type != elem_type(n.outputs[0].dtype) || d.shape.size() != n.outputs[0].shape.size())
+      if (d.type != n.outputs[0].dtype || d.shape.size() != n.outputs[0].shape.size())
         throw InternalError(fmt::format("lower: '{}' has different types in the train step and the forward graph", n.name));
       return it->second;
     }
@@ -214,9 +203,9 @@ class Lowering {
   }
 
   // Makes `in` run kernel k (its size table, extent and grain).
-  static void set_kernel(rt::Instr& in, EmittedKernel& k) {
-    in.kind = rt::Instr::Kind::Kernel;
-    in.kernel = k.kernel;
+  static void set_kernel(rt::Instr& in, EmittedCodelet& k) {
+    in.kind = rt::Instr::Kind::Codelet;
+    in.codelet = k.codelet;
     in.sizes = std::move(k.sizes);
     in.extent = std::move(k.extent);
     in.grain = k.grain;
@@ -250,7 +239,7 @@ class Lowering {
 
   rt::Program& p_;
   SymbolTable& syms_;
-  KernelCompiler& kc_;
+  CodeletCompiler& kc_;
   const LowerOptions& opts_;
   std::map<std::string, uint32_t> persistent_;
   std::string fn_;  // the function being lowered
@@ -329,7 +318,7 @@ std::shared_ptr<rt::Program> lower_program(const Graph& forward, const Graph* tr
     if (!d.value) syms.id(d.name);
   syms.id("$seed");
   syms.id("$step");
-  KernelCompiler kc(syms, /*gpu=*/!options.ptx_target.empty());
+  CodeletCompiler kc(syms, /*gpu=*/!options.ptx_target.empty());
   Lowering l(*p, syms, kc, options);
   if (train_step) l.lower_function("train_step", *train_step, true);
   if (options.eval || !train_step) l.lower_function("eval", forward, false);
@@ -344,7 +333,7 @@ std::shared_ptr<rt::Program> lower_program(const Graph& forward, const Graph* tr
   }
   if (options.llvm_text) *options.llvm_text = kc.module_text();
   if (options.shared_object) *options.shared_object = kc.shared_object();
-  p->kernels = kc.finish(p->code);
+  p->codelets = kc.finish(p->code);
   p->symbols = syms.names();
   if (train) p->train = lower_train_settings(*train);
   return p;

@@ -3,7 +3,7 @@
 //
 // Reads: a verified forward graph (eval: dropout off) and the train-step graph built from
 // it (compiler/passes/train_step.h), plus the train section. Elementwise, reduction and row
-// ops become LLVM kernels (compiler/codegen/kernels.h), compiled for the host; every other
+// ops become LLVM kernels (compiler/codegen/codelets.h), compiled for the host; every other
 // op becomes a library call the runtime implements under the op's own name, with the
 // node's integer and float attributes. Params and optimizer state are persistent buffers
 // shared by both functions; a function's updates write them back after it ran.
@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "compiler/frontend/train_config.h"
+#include "compiler/ir/train_config.h"
 #include "compiler/ir/graph.h"
 #include "runtime/base/program.h"
 
@@ -47,7 +47,7 @@ struct LowerOptions {
   // Buffers and instructions only: no kernel is emitted or compiled (every kernel
   // instruction names kernel 0 of none), so the Program cannot run, but its buffers,
   // instructions and so its memory plan are the real one's. Milliseconds where real
-  // lowering takes seconds: what checkpoint placement sizes its candidates with, and what
+  // lowering takes seconds: what recomputation placement sizes its candidates with, and what
   // `modelc --emit=memory` reports.
   bool dry_run = false;
   // false: the train step only, no "eval" function (when only the step is sized).

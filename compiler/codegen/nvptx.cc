@@ -12,12 +12,12 @@
 //    Otherwise (or for a kernel without such a buffer) one work item per step.
 //  - Block-mapped (row groups; reductions over many elements, or with few work items, and
 //    the Partial kernels of two-phase reductions): one work item per block (grid-stride
-//    over blocks), the block's threads cooperating through KernelBuilder's primitives
+//    over blocks), the block's threads cooperating through CodeletBuilder's primitives
 //    (gpu_primitives.cc; a column reduction's tile splits the block into columns and
 //    rows). The block size follows the work item's elements: about 4 per thread, a
 //    multiple of 32 in [32, 1024].
 // Every kernel carries .reqntid: it must be launched with exactly gpu_block threads. The
-// ABI and the grid the runtime launches are in runtime/base/program.h (KernelDesc).
+// ABI and the grid the runtime launches are in runtime/base/program.h (CodeletDesc).
 #include <mutex>
 
 #include <fmt/format.h>
@@ -31,7 +31,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
-#include "compiler/codegen/kernels_impl.h"
+#include "compiler/codegen/codelets_impl.h"
 #include "compiler/ir/op_registry.h"
 
 namespace modelc {
@@ -219,10 +219,10 @@ llvm::Function* emit_gpu_horizontal(llvm::Module& m, const std::string& name, co
   return f;
 }
 
-std::string KernelCompiler::ptx(const std::string& sm) const {
+std::string CodeletCompiler::ptx(const std::string& sm) const {
   const Impl& im = *impl_;
   if (im.finished) throw InternalError("kernel compiler: ptx() after finish()");
-  if (!im.gpu_module) throw InternalError("kernel compiler: ptx() needs a KernelCompiler constructed with gpu = true");
+  if (!im.gpu_module) throw InternalError("kernel compiler: ptx() needs a CodeletCompiler constructed with gpu = true");
   std::unique_ptr<llvm::TargetMachine> tm = nvptx_machine(sm);
   std::unique_ptr<llvm::Module> m = llvm::CloneModule(*im.gpu_module);
   m->setDataLayout(tm->createDataLayout());

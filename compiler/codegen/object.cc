@@ -34,7 +34,7 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 
-#include "compiler/codegen/kernels_impl.h"
+#include "compiler/codegen/codelets_impl.h"
 
 extern char** environ;
 
@@ -150,7 +150,7 @@ rt::PlanTarget host_target() {
   return t;
 }
 
-std::string KernelCompiler::shared_object() const {
+std::string CodeletCompiler::shared_object() const {
   const Impl& im = *impl_;
   if (im.finished) throw InternalError("kernel compiler: shared_object() after finish()");
   llvm::orc::JITTargetMachineBuilder jtmb = detect_host();

@@ -1,6 +1,6 @@
 // The host target of the kernel compiler's machine code, for .plan files.
 //
-// KernelCompiler::shared_object() (compiler/codegen/object.cc) compiles for the host CPU and
+// CodeletCompiler::shared_object() (compiler/codegen/object.cc) compiles for the host CPU and
 // its features, exactly as finish() does; host_target() says which, so that the plan can
 // record it (rt::PlanTarget, runtime/session/plan.h) and a runtime on a CPU without those features
 // refuses the plan instead of dying of an illegal instruction.

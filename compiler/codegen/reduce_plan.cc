@@ -11,7 +11,7 @@
 namespace modelc {
 namespace {
 
-// Output columns per work item of a column reduction (KernelBuilder::tile_reduce): 16 f32
+// Output columns per work item of a column reduction (CodeletBuilder::tile_reduce): 16 f32
 // are one 64-byte cache line of a row.
 constexpr int64_t kTile = 16;
 // A reduction with fewer work items than this (outputs), or a column reduction, over at

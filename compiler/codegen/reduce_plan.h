@@ -1,5 +1,5 @@
 // Internal to the kernel compiler: how a reduction (sum / mean / max / cross_entropy) runs,
-// from its shapes alone (compiler/codegen/kernel_emit.h: ReducePlan, reduction_work): the
+// from its shapes alone (compiler/codegen/codelet_emit.h: ReducePlan, reduction_work): the
 // merged geometry of its input, column tiles, and two phases with their chunks. The
 // emitters (kernels_reduce.cc) and the GPU launch shapes (nvptx.cc) read it.
 #pragma once
@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/codegen/kernel_emit.h"
+#include "compiler/codegen/codelet_emit.h"
 
 namespace modelc {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "compiler/frontend/ast.h"
-#include "compiler/frontend/train_config.h"
+#include "compiler/ir/train_config.h"
 #include "compiler/ir/graph.h"
 
 namespace modelc {

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "compiler/frontend/sema_impl.h"
-#include "compiler/support/bytes.h"
+#include "runtime/base/bytes.h"
 
 namespace modelc {
 
@@ -220,35 +220,6 @@ bool check_train(Sema& s, const ast::Train& t, TrainConfig& out) {
     }
   }
   return ok;
-}
-
-std::string print_train_config(const TrainConfig& t) {
-  std::string out = "train " + t.model + " {\n";
-  auto call = [&](const char* key, const std::optional<TrainCall>& c) {
-    if (!c) return;
-    std::string args;
-    for (const auto& [k, v] : c->args.items()) args += (args.empty() ? "" : ", ") + k + " = " + attr_str(v);
-    out += fmt::format("  {} = {}({})\n", key, c->kind, args);
-  };
-  auto val = [&](const char* key, const auto& v) {
-    if (!v) return;
-    if constexpr (std::is_same_v<std::decay_t<decltype(*v)>, double>) out += fmt::format("  {} = {}\n", key, attr_str(*v));
-    else out += fmt::format("  {} = {}\n", key, *v);
-  };
-  call("data", t.data);
-  val("batch", t.batch);
-  val("validation", t.validation);
-  call("optimizer", t.optimizer);
-  call("schedule", t.schedule);
-  val("clip_grad_norm", t.clip_grad_norm);
-  val("accumulate", t.accumulate);
-  val("steps", t.steps);
-  val("epochs", t.epochs);
-  val("eval_every", t.eval_every);
-  val("seed", t.seed);
-  val("precision", t.precision);
-  val("mem_budget", t.mem_budget);
-  return out + "}\n";
 }
 
 }  // namespace modelc

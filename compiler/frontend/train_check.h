@@ -3,7 +3,7 @@
 #pragma once
 
 #include "compiler/frontend/ast.h"
-#include "compiler/frontend/train_config.h"
+#include "compiler/ir/train_config.h"
 #include "compiler/ir/types.h"
 
 namespace modelc {

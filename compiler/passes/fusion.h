@@ -13,7 +13,7 @@
 //  - A reduction (fusion kind `reduction`) anchors a group: sum / mean / max / cross_entropy
 //    (output smaller than the input: one work item per output element, per tile of output
 //    columns when it keeps the innermost axis, and two kernels, partials then their
-//    combination, for few outputs over many elements: compiler/codegen/kernels_reduce.cc)
+//    combination, for few outputs over many elements: compiler/codegen/codelets_reduce.cc)
 //    or a row op such as softmax / log_softmax / layer_norm (output shaped like its input:
 //    one work item per row). Elementwise consumers shaped like its output are its epilogue.
 //    A group has at most one anchor, and only its first input takes a prologue (column
@@ -73,7 +73,7 @@ struct FusionOptions {
   // With `enabled`: a matmul or conv2d absorbs the bias add and activation that follow it
   // when nothing else reads the values in between (library epilogues).
   bool library_epilogues = true;
-  // True for the nodes code generation emits as kernels (KernelCompiler::handles).
+  // True for the nodes code generation emits as kernels (CodeletCompiler::handles).
   std::function<bool(const Graph&, NodeId)> can_emit;
 };
 

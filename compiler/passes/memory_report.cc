@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "compiler/ir/op_registry.h"
-#include "compiler/support/bytes.h"
+#include "runtime/base/bytes.h"
 #include "runtime/base/error.h"
 #include "runtime/device/memory/caching_allocator.h"
 
@@ -260,14 +260,14 @@ std::string print_memory_report(const rt::Program& p, const std::vector<BufferOr
   return out;
 }
 
-std::string print_checkpoint_report(const CheckpointReport& r, int64_t peak, size_t top) {
-  const CheckpointPlacement& pl = r.placement;
+std::string print_recompute_report(const RecomputeReport& r, int64_t peak, size_t top) {
+  const RecomputePlacement& pl = r.placement;
   if (r.recomputed.empty())
-    return r.budget ? fmt::format("checkpoints: the budget of {} needs no recomputation (peak {})\n", format_bytes(*r.budget),
+    return r.budget ? fmt::format("recomputation: the budget of {} needs no recomputation (peak {})\n", format_bytes(*r.budget),
                                   format_bytes(peak))
-                    : "checkpoints: none (no --mem-budget or mem_budget, no @checkpoint)\n";
+                    : "recomputation: none (no --mem-budget or mem_budget, no @checkpoint)\n";
   auto gflop = [](double f) { return fmt::format("{:.3f} GFLOP", f / 1e9); };
-  std::string out = fmt::format("checkpoints ({}{}): recompute {} activations, +{} per step ({:+.1f}% of {})\n",
+  std::string out = fmt::format("recomputation ({}{}): recompute {} activations, +{} per step ({:+.1f}% of {})\n",
                                 pl.algorithm, r.budget ? ", budget " + format_bytes(*r.budget) : std::string(),
                                 r.recomputed.size(), gflop(pl.recompute_flops),
                                 pl.step_flops > 0 ? 100 * pl.recompute_flops / pl.step_flops : 0.0, gflop(pl.step_flops));
@@ -275,7 +275,7 @@ std::string print_checkpoint_report(const CheckpointReport& r, int64_t peak, siz
     out += fmt::format("  peak without recomputation {}, with it {} ({} placements sized)\n", format_bytes(pl.peak_before),
                        format_bytes(peak), pl.evaluations);
   for (size_t i = 0; i < r.recomputed.size() && i < top; ++i) {
-    const CheckpointReport::Value& v = r.recomputed[i];
+    const RecomputeReport::Value& v = r.recomputed[i];
     out += fmt::format("  {:>12}  {:>14}  {}  {}\n", format_bytes(v.bytes), fmt::format("{:.2f} MFLOP", v.flops / 1e6),
                        v.what, v.where);
   }

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "compiler/ir/graph.h"
-#include "compiler/passes/checkpoint.h"
-#include "compiler/support/bytes.h"
+#include "compiler/passes/recompute_placement.h"
+#include "runtime/base/bytes.h"
 #include "runtime/execution/memory_plan.h"
 #include "runtime/base/program.h"
 
@@ -72,7 +72,7 @@ MemoryPrediction predict_memory(const rt::Program& p, const std::string& functio
 // UserError for a binding the Program has no symbol for.
 std::vector<int64_t> bind_symbols(const rt::Program& p, const std::string& function,
                                   const std::map<std::string, int64_t>& bindings);
-// The same, by name, for the bound ones (what checkpoint placement sizes tensors with).
+// The same, by name, for the bound ones (what recomputation placement sizes tensors with).
 std::map<std::string, int64_t> bound_dims(const rt::Program& p, const std::vector<int64_t>& symbols);
 
 // The symbol the batch size binds: the first dim of the function's first fed input, when
@@ -97,6 +97,6 @@ std::string print_memory_report(const rt::Program& p, const std::vector<BufferOr
 // The checkpoint part of `modelc --emit=memory`: the algorithm, the budget, what is
 // recomputed (the `top` largest) with its cost, and the peak before and after (`peak`:
 // the exact prediction of the compiled step).
-std::string print_checkpoint_report(const CheckpointReport& r, int64_t peak, size_t top = 10);
+std::string print_recompute_report(const RecomputeReport& r, int64_t peak, size_t top = 10);
 
 }  // namespace modelc

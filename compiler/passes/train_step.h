@@ -47,7 +47,7 @@
 // every iteration.
 #pragma once
 
-#include "compiler/frontend/train_config.h"
+#include "compiler/ir/train_config.h"
 #include "compiler/ir/graph.h"
 
 namespace modelc {

@@ -125,7 +125,7 @@ ConvGeom conv_geometry(const LibCall& c, const TensorArg& x, const TensorArg& w,
 const TensorArg* conv_bias(const LibCall& c, const ConvGeom& g) {
   const TensorArg* bias = c.inputs.size() > 2 && c.inputs[2].present() ? &c.inputs[2] : nullptr;
   if (bias && (bias->type != ElemType::F32 || bias->shape != std::vector<int64_t>{g.O}))
-    c.fail(fmt::format("bias must be f32[{}], got {}{}", g.O, rt::elem_name(bias->type), shape_str(bias->shape)));
+    c.fail(fmt::format("bias must be f32[{}], got {}{}", g.O, dtype_name(bias->type), shape_str(bias->shape)));
   return bias;
 }
 

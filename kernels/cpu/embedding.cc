@@ -70,7 +70,7 @@ EmbeddingPlan plan_embedding(const LibCall& c) {
   std::vector<int64_t> want = ids.shape;
   want.push_back(e.width);
   if (out.shape != want || out.type != ElemType::F32)
-    c.fail(fmt::format("output is {}{}, expected f32{}", rt::elem_name(out.type), shape_str(out.shape), shape_str(want)));
+    c.fail(fmt::format("output is {}{}, expected f32{}", dtype_name(out.type), shape_str(out.shape), shape_str(want)));
   return e;
 }
 

@@ -153,7 +153,7 @@ Epilogue read_epilogue(const LibCall& c, size_t bias_input, int64_t channels, co
   for (int64_t d : b.shape) longest = d == 1 ? longest : (longest == 1 ? d : -1);
   if (b.type != ElemType::F32 || b.numel() != channels || longest == -1)
     c.fail(fmt::format("epilogue bias must be f32[{}] (one value per {}), got {}{}", channels, channel_what,
-                       rt::elem_name(b.type), rt::shape_str(b.shape)));
+                       dtype_name(b.type), rt::shape_str(b.shape)));
   e.bias = b.f32();
   return e;
 }

@@ -96,12 +96,12 @@ const TensorArg& LibCall::out(size_t i) const {
 
 void LibCall::expect_type(const TensorArg& t, ElemType type, const char* role) const {
   if (t.type != type)
-    fail(fmt::format("{} must be {}, got {}{}", role, rt::elem_name(type), rt::elem_name(t.type), shape_str(t.shape)));
+    fail(fmt::format("{} must be {}, got {}{}", role, dtype_name(type), dtype_name(t.type), shape_str(t.shape)));
 }
 
 void LibCall::expect_rank(const TensorArg& t, int rank, const char* role) const {
   if (t.rank() != rank)
-    fail(fmt::format("{} must have rank {}, got {}{}", role, rank, rt::elem_name(t.type), shape_str(t.shape)));
+    fail(fmt::format("{} must have rank {}, got {}{}", role, rank, dtype_name(t.type), shape_str(t.shape)));
 }
 
 LibraryFn find_library_op(const std::string& name) {

@@ -36,7 +36,7 @@ StridedCopy gather(size_t src, const std::vector<int64_t>& shape, std::vector<in
   p.src_stride = std::move(src_stride);
   p.dst_stride = row_major_strides(shape);
   p.src_base = src_base;
-  p.elem_bytes = rt::elem_bytes(type);
+  p.elem_bytes = dtype_bytes(type);
   return p;
 }
 
@@ -44,7 +44,7 @@ StridedCopy gather(size_t src, const std::vector<int64_t>& shape, std::vector<in
 void unary(const LibCall& c) {
   c.expect_arity(1, 1, 1, 1);
   if (c.in(0).type != c.out(0).type)
-    c.fail(fmt::format("input is {} but output is {}", rt::elem_name(c.in(0).type), rt::elem_name(c.out(0).type)));
+    c.fail(fmt::format("input is {} but output is {}", dtype_name(c.in(0).type), dtype_name(c.out(0).type)));
 }
 
 int64_t norm_axis(const LibCall& c, int64_t axis, int rank, const char* name) {
@@ -155,7 +155,7 @@ void check_parts(const LibCall& c, const std::vector<TensorArg>& parts, const Te
   for (size_t i = 0; i < parts.size(); ++i) {
     const TensorArg& p = parts[i];
     if (!p.present()) c.fail(fmt::format("operand {} is missing", i));
-    if (p.type != whole.type) c.fail(fmt::format("operand {} is {}, expected {}", i, rt::elem_name(p.type), rt::elem_name(whole.type)));
+    if (p.type != whole.type) c.fail(fmt::format("operand {} is {}, expected {}", i, dtype_name(p.type), dtype_name(whole.type)));
     bool ok = p.rank() == whole.rank();
     for (size_t k = 0; ok && k < p.shape.size(); ++k) ok = k == axis || p.shape[k] == whole.shape[k];
     if (!ok) c.fail(fmt::format("operand {} has shape {}, which does not fit {} on axis {}", i, shape_str(p.shape),
@@ -183,7 +183,7 @@ std::vector<StridedCopy> blocks(const std::vector<TensorArg>& parts, const Tenso
     p.src_stride = {join ? len : row, 1};
     p.dst_stride = {join ? row : len, 1};
     (join ? p.dst_base : p.src_base) = at;
-    p.elem_bytes = rt::elem_bytes(whole.type);
+    p.elem_bytes = dtype_bytes(whole.type);
     r.push_back(std::move(p));
     at += len;
   }
@@ -325,7 +325,7 @@ FillPlan plan_fill(const LibCall& c) {
                                                   : c.float_attr("value");
   FillPlan f;
   f.n = out.numel();
-  f.elem_bytes = rt::elem_bytes(out.type);
+  f.elem_bytes = dtype_bytes(out.type);
   switch (out.type) {
     case ElemType::F32: {
       const float x = static_cast<float>(v);

@@ -85,7 +85,7 @@ int data_type(const LibCall& c, ElemType t, const char* role) {
     case ElemType::F32: return lt::kR32F;
     case ElemType::F16: return lt::kR16F;
     case ElemType::BF16: return lt::kR16BF;
-    default: c.fail(fmt::format("{} must be f32, f16 or bf16, got {}", role, elem_name(t)));
+    default: c.fail(fmt::format("{} must be f32, f16 or bf16, got {}", role, dtype_name(t)));
   }
 }
 
@@ -156,12 +156,12 @@ void matmul_cuda(const CudaLibCall& cc) {
   const int ta = data_type(c, a.type, "left operand");
   const int tb = data_type(c, b.type, "right operand");
   const int td = data_type(c, out.type, "output");
-  if (ta != tb) c.fail(fmt::format("operands must have one type, got {} @ {}", elem_name(a.type), elem_name(b.type)));
-  if (td != lt::kR32F && td != ta) c.fail(fmt::format("output must be f32 or {}, got {}", elem_name(a.type), elem_name(out.type)));
+  if (ta != tb) c.fail(fmt::format("operands must have one type, got {} @ {}", dtype_name(a.type), dtype_name(b.type)));
+  if (td != lt::kR32F && td != ta) c.fail(fmt::format("output must be f32 or {}, got {}", dtype_name(a.type), dtype_name(out.type)));
   const Epilogue epi = kernels::read_epilogue(c, 2, s.channels, "output column");
   if (s.nbatch == 0 || s.M == 0 || s.N == 0) return;
   const Driver& drv = cc.device->driver();
-  const size_t eb = elem_bytes(a.type), ed = elem_bytes(out.type);
+  const size_t eb = dtype_bytes(a.type), ed = dtype_bytes(out.type);
   auto at = [](const TensorArg& t, int64_t elems, size_t bytes) { return static_cast<uint8_t*>(t.data) + elems * static_cast<int64_t>(bytes); };
   const int64_t rows_total = out.numel() / s.channels;
   if (s.K == 0) {

@@ -77,7 +77,7 @@ int data_type(const LibCall& c, const TensorArg& t, const char* role) {
     case ElemType::F32: return dnn::kDataFloat;
     case ElemType::F16: return dnn::kDataHalf;
     case ElemType::BF16: return dnn::kDataBfloat16;
-    default: c.fail(fmt::format("{} must be f32, f16 or bf16, got {}", role, elem_name(t.type)));
+    default: c.fail(fmt::format("{} must be f32, f16 or bf16, got {}", role, dtype_name(t.type)));
   }
 }
 

@@ -248,7 +248,7 @@ Launch plan_epilogue(void* out, ElemType type, const float* bias, rt::EpilogueAc
   EpilogueParams k{};
   k.type = float_type(type);
   if (k.type < 0)
-    throw rt::RuntimeError(fmt::format("CUDA epilogue: the output must be f32, f16 or bf16, got {}", rt::elem_name(type)));
+    throw rt::RuntimeError(fmt::format("CUDA epilogue: the output must be f32, f16 or bf16, got {}", dtype_name(type)));
   if (rows < 0 || L < 0 || inner < 1)
     throw rt::RuntimeError(fmt::format("CUDA epilogue: bad extent {} x {} x {}", rows, L, inner));
   k.out = out;

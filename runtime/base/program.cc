@@ -6,26 +6,6 @@
 
 namespace modelc::rt {
 
-size_t elem_bytes(ElemType t) {
-  switch (t) {
-    case ElemType::F32: case ElemType::I32: return 4;
-    case ElemType::F16: case ElemType::BF16: return 2;
-    case ElemType::Bool: return 1;
-  }
-  return 0;
-}
-
-const char* elem_name(ElemType t) {
-  switch (t) {
-    case ElemType::F32: return "f32";
-    case ElemType::F16: return "f16";
-    case ElemType::BF16: return "bf16";
-    case ElemType::I32: return "i32";
-    case ElemType::Bool: return "bool";
-  }
-  return "?";
-}
-
 SizeExpr SizeExpr::constant(int64_t c) {
   SizeExpr e;
   if (c != 0) e.terms.push_back({c, {}});

@@ -18,12 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "runtime/base/dtype.h"
+
 namespace modelc::rt {
 
-// Element types, in the order of the compiler's DType (the lowering converts by value).
-enum class ElemType : uint8_t { F32, F16, BF16, I32, Bool };
-size_t elem_bytes(ElemType t);    // 4, 2, 2, 4, 1 (bool is one byte, 0 or 1)
-const char* elem_name(ElemType t);  // "f32", ...
+// Element types: the DType both halves share (runtime/base/dtype.h), here rt::ElemType.
 
 // A size that depends on the program's symbols: sum of coef * (product of symbols).
 // Symbol ids index Program::symbols.
@@ -68,7 +67,7 @@ struct BufferDesc {
 // The ABI of every host kernel: process work items [begin, end) of the kernel's extent.
 // `buffers` are the instruction's inputs then outputs (data pointers); `sizes` is the
 // instruction's size table evaluated under the current symbol values.
-using HostKernelFn = void (*)(void* const* buffers, const int64_t* sizes, int64_t begin, int64_t end);
+using HostCodeletFn = void (*)(void* const* buffers, const int64_t* sizes, int64_t begin, int64_t end);
 
 // How a GPU launch maps a kernel's work items to threads (chosen per kernel by the compiler).
 enum class GpuMapping : uint8_t {
@@ -77,7 +76,7 @@ enum class GpuMapping : uint8_t {
 };
 
 // The GPU ABI of a kernel (Program::ptx; compiler/codegen/nvptx.cc). Its PTX entry point is
-// named KernelDesc::name and takes four 64-bit parameters, in this order:
+// named CodeletDesc::name and takes four 64-bit parameters, in this order:
 //   .entry NAME(.param .u64 buffers, .param .u64 sizes, .param .u64 begin, .param .u64 end)
 //  - buffers: the device (global memory) address of an array of u64 device addresses, the
 //    instruction's buffers as for the host (Instr::inputs then Instr::outputs; 0 for an
@@ -107,9 +106,9 @@ enum class GpuMapping : uint8_t {
 // stores (ld/st.global.v4) for the buffers it reads or writes at the work item's own index
 // when they are 16-byte aligned and begin is a multiple of 4; it checks both at run time and
 // otherwise takes 32-bit accesses, so breaking the contract is slower, never wrong.
-struct KernelDesc {
+struct CodeletDesc {
   std::string name;           // e.g. "k12_add"; shown by profiles
-  HostKernelFn host = nullptr;
+  HostCodeletFn host = nullptr;
   std::string source;         // the kernel's host IR text (body and loop), for dumps
   // The kernel's GPU launch configuration (see the ABI above); the PTX entry point has the
   // same name.
@@ -157,14 +156,14 @@ inline const char* epilogue_activation_name(EpilogueActivation a) {
 }
 
 struct Instr {
-  enum class Kind : uint8_t { Kernel, Library } kind = Kind::Kernel;
-  uint32_t kernel = 0;                 // Kernel: index into Program::kernels
+  enum class Kind : uint8_t { Codelet, Library } kind = Kind::Codelet;
+  uint32_t codelet = 0;                // Codelet: index into Program::codelets
   std::string op;                      // Library: the library op ("matmul", "conv2d", ...)
   std::vector<uint32_t> inputs;        // buffer ids (kNoBuffer: an absent optional input)
   std::vector<uint32_t> outputs;       // buffer ids
-  std::vector<SizeExpr> sizes;         // Kernel: its size table
-  SizeExpr extent;                     // Kernel: the number of work items
-  int64_t grain = 1;                   // Kernel: the smallest chunk of work items worth a thread
+  std::vector<SizeExpr> sizes;         // Codelet: its size table
+  SizeExpr extent;                     // Codelet: the number of work items
+  int64_t grain = 1;                   // Codelet: the smallest chunk of work items worth a thread
   std::map<std::string, std::vector<int64_t>> ints;  // Library: attributes
   std::map<std::string, double> floats;              // Library: attributes
   std::string where;                   // source location "models/x.model:12:5", for messages
@@ -250,7 +249,7 @@ struct Program {
   // shapes of the fed inputs, then "$seed" and "$step", bound by the session.
   std::vector<std::string> symbols;
   std::vector<BufferDesc> buffers;
-  std::vector<KernelDesc> kernels;
+  std::vector<CodeletDesc> codelets;
   std::vector<Function> functions;
   TrainSettings train;
   // The kernels compiled for NVPTX (one module, every kernel an entry point), and the

@@ -21,11 +21,11 @@ inline std::string shape_str(const std::vector<int64_t>& s) {
 struct HostTensor {
   ElemType type = ElemType::F32;
   std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;  // row-major, numel() * elem_bytes(type)
+  std::vector<uint8_t> bytes;  // row-major, numel() * dtype_bytes(type)
 
   HostTensor() = default;
   HostTensor(ElemType t, std::vector<int64_t> s) : type(t), shape(std::move(s)) {
-    bytes.assign(static_cast<size_t>(numel()) * elem_bytes(t), 0);
+    bytes.assign(static_cast<size_t>(numel()) * dtype_bytes(t), 0);
   }
   int64_t numel() const {
     int64_t n = 1;

@@ -59,8 +59,8 @@ FunctionLayout::FunctionLayout(const Program& program, const Function& fn, bool 
       if (b == kNoBuffer) fail(what + " has an absent output");
       use(b, what);
     }
-    if (in.kind == Instr::Kind::Kernel && in.kernel >= program.kernels.size())
-      fail(fmt::format("{} names kernel {}, but the program has {} kernels", what, in.kernel, program.kernels.size()));
+    if (in.kind == Instr::Kind::Codelet && in.codelet >= program.codelets.size())
+      fail(fmt::format("{} names kernel {}, but the program has {} kernels", what, in.codelet, program.codelets.size()));
   }
   for (const auto& [name, b] : fn.outputs) use(b, fmt::format("output '{}'", name));
   for (const auto& [from, to] : fn.updates) {
@@ -84,7 +84,7 @@ std::string FunctionLayout::feed_name(size_t i) const {
 }
 
 size_t FunctionLayout::bytes(uint32_t b) const {
-  size_t n = elem_bytes(program_.buffers[b].type);
+  size_t n = dtype_bytes(program_.buffers[b].type);
   for (int64_t x : shapes_[b])
     if (__builtin_mul_overflow(n, static_cast<size_t>(x), &n)) fail(fmt::format("buffer '{}' is too large", program_.buffers[b].name));
   return n;
@@ -100,7 +100,7 @@ bool FunctionLayout::bind(std::span<const HostTensor* const> feeds, const std::m
     const BufferDesc& d = program_.buffers[fn_.feeds[i].buffer];
     const HostTensor* t = feeds[i];
     if (!t) fail(fmt::format("missing input {}", feed_name(i)));
-    if (t->type != d.type) fail(fmt::format("input {} has type {}, expected {}", feed_name(i), elem_name(t->type), elem_name(d.type)));
+    if (t->type != d.type) fail(fmt::format("input {} has type {}, expected {}", feed_name(i), dtype_name(t->type), dtype_name(d.type)));
     if (t->shape.size() == d.shape.size())
       for (size_t k = 0; k < d.shape.size(); ++k)
         if (auto s = binding_symbol(d.shape[k]); s && vals[*s] == kUnbound) vals[*s] = t->shape[k];
@@ -125,9 +125,9 @@ bool FunctionLayout::bind(std::span<const HostTensor* const> feeds, const std::m
       fail(fmt::format("input {} has shape {}, expected {}{}", feed_name(i), t->shape_str(), expr_shape_str(d.shape, names),
                        bound.empty() ? "" : " (" + bound + ")"));
     }
-    if (t->bytes.size() != static_cast<size_t>(t->numel()) * elem_bytes(t->type))
+    if (t->bytes.size() != static_cast<size_t>(t->numel()) * dtype_bytes(t->type))
       fail(fmt::format("input {} holds {} bytes, but its shape {} needs {}", feed_name(i), t->bytes.size(), t->shape_str(),
-                       static_cast<size_t>(t->numel()) * elem_bytes(t->type)));
+                       static_cast<size_t>(t->numel()) * dtype_bytes(t->type)));
   }
   if (vals == values_ && laid_out_) return false;
   // A layout that failed leaves none: the next run lays out again.
@@ -166,8 +166,8 @@ void FunctionLayout::lay_out() {
   extents_.assign(fn_.instrs.size(), 0);
   for (size_t i = 0; i < fn_.instrs.size(); ++i) {
     const Instr& in = fn_.instrs[i];
-    if (in.kind != Instr::Kind::Kernel) continue;
-    const std::string& kname = program_.kernels[in.kernel].name;
+    if (in.kind != Instr::Kind::Codelet) continue;
+    const std::string& kname = program_.codelets[in.codelet].name;
     sizes_[i].clear();
     for (const SizeExpr& e : in.sizes) {
       int64_t s = unbound_symbol(e, values_);

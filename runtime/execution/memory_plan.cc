@@ -11,7 +11,7 @@ namespace modelc::rt {
 
 int64_t buffer_bytes(const Program& p, uint32_t b, std::span<const int64_t> symbols) {
   const BufferDesc& d = p.buffers.at(b);
-  int64_t bytes = static_cast<int64_t>(elem_bytes(d.type));
+  int64_t bytes = static_cast<int64_t>(dtype_bytes(d.type));
   for (const SizeExpr& e : d.shape) {
     int64_t n = 0;
     try {

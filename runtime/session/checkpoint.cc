@@ -92,7 +92,7 @@ void save_checkpoint(const std::string& path, const NamedTensors& tensors, const
     if (!seen.insert(name).second) throw CheckpointError(fmt::format("{}: tensor '{}' appears twice", path, name));
     for (int64_t d : t.shape)
       if (d < 0) throw CheckpointError(fmt::format("{}: tensor '{}' has a negative dimension in {}", path, name, t.shape_str()));
-    const uint64_t want = static_cast<uint64_t>(t.numel()) * elem_bytes(t.type);
+    const uint64_t want = static_cast<uint64_t>(t.numel()) * dtype_bytes(t.type);
     if (t.bytes.size() != want)
       throw CheckpointError(fmt::format("{}: tensor '{}' of shape {} holds {} bytes, its shape needs {}", path, name,
                                         t.shape_str(), t.bytes.size(), want));
@@ -208,7 +208,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     const uint64_t b = (*off)[0].get<uint64_t>(), e = (*off)[1].get<uint64_t>();
     if (b > e) throw fail(fmt::format("data_offsets [{},{}] end before they begin", b, e));
     if (e > data_size) throw fail(fmt::format("data_offsets [{},{}] run past the end of the data ({} bytes): truncated?", b, e, data_size));
-    const uint64_t need = count * elem_bytes(t.type);
+    const uint64_t need = count * dtype_bytes(t.type);
     if (e - b != need)
       throw fail(fmt::format("shape {} of {} needs {} bytes, data_offsets [{},{}] give {}", shape_str(t.shape), dtype, need, b, e, e - b));
     t.bytes.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_start + b), bytes.begin() + static_cast<std::ptrdiff_t>(data_start + e));

@@ -380,13 +380,13 @@ std::shared_ptr<Program> read_plan(const std::string& path, PlanTarget* target_o
   }
   check_target(path, target);
   std::shared_ptr<LoadedCode> code = load_code(path, *bytes[kCode]);
-  for (size_t i = 0; i < p->kernels.size(); ++i) {
-    KernelDesc& k = p->kernels[i];
+  for (size_t i = 0; i < p->codelets.size(); ++i) {
+    CodeletDesc& k = p->codelets[i];
     dlerror();
     void* sym = dlsym(code->handle, k.name.c_str());
     if (!sym) fail(path, fmt::format("kernel {} '{}' is missing from the plan's host code (section 'code')", i,
                              plan_detail::printable(k.name)));
-    k.host = reinterpret_cast<HostKernelFn>(sym);
+    k.host = reinterpret_cast<HostCodeletFn>(sym);
   }
   p->code = code;
   if (target_out) *target_out = std::move(target);

@@ -143,7 +143,7 @@ class Reader {
 
 void write_instr(Writer& w, const Instr& in) {
   w.u8(static_cast<uint8_t>(in.kind));
-  w.u32(in.kernel);
+  w.u32(in.codelet);
   w.str(in.op);
   w.ids(in.inputs);
   w.ids(in.outputs);
@@ -167,7 +167,7 @@ void write_instr(Writer& w, const Instr& in) {
 Instr read_instr(Reader& r) {
   Instr in;
   in.kind = r.enum8<Instr::Kind>(static_cast<uint8_t>(Instr::Kind::Library), "an instruction's kind");
-  in.kernel = r.u32("an instruction's kernel");
+  in.codelet = r.u32("an instruction's kernel");
   in.op = r.str("an instruction's op");
   in.inputs = r.ids("an instruction's inputs");
   in.outputs = r.ids("an instruction's outputs");
@@ -263,8 +263,8 @@ std::string encode_program(const Program& p, const PlanTarget& target) {
     w.f64(b.init.a), w.f64(b.init.b);
     w.sizes(b.shape);
   }
-  w.count(p.kernels.size());
-  for (const KernelDesc& k : p.kernels) {
+  w.count(p.codelets.size());
+  for (const CodeletDesc& k : p.codelets) {
     w.str(k.name), w.str(k.source);
     w.u8(static_cast<uint8_t>(k.gpu_mapping)), w.u32(k.gpu_block), w.u32(k.nodes);
   }
@@ -324,8 +324,8 @@ void decode_program(std::string_view bytes, Program& p, PlanTarget& target) {
     b.init.b = r.f64("a buffer's initializer");
     b.shape = r.sizes("a buffer's shape");
   }
-  p.kernels.resize(r.count(17, "the kernels"));
-  for (KernelDesc& k : p.kernels) {
+  p.codelets.resize(r.count(17, "the kernels"));
+  for (CodeletDesc& k : p.codelets) {
     k.name = r.str("a kernel name");
     k.source = r.str("a kernel's source");
     k.gpu_mapping = r.enum8<GpuMapping>(static_cast<uint8_t>(GpuMapping::Block), "a kernel's GPU mapping");
@@ -384,7 +384,7 @@ void decode_program(std::string_view bytes, Program& p, PlanTarget& target) {
 
 void check_program(const Program& p) {
   auto fail = [](const std::string& msg) { throw RuntimeError(msg); };
-  const size_t nsym = p.symbols.size(), nbuf = p.buffers.size(), nker = p.kernels.size();
+  const size_t nsym = p.symbols.size(), nbuf = p.buffers.size(), nker = p.codelets.size();
   auto check_size = [&](const SizeExpr& e, const std::string& what) {
     for (const SizeExpr::Term& t : e.terms)
       for (uint32_t s : t.symbols)
@@ -409,7 +409,7 @@ void check_program(const Program& p) {
   }
   names.clear();
   for (size_t i = 0; i < nker; ++i) {
-    const KernelDesc& k = p.kernels[i];
+    const CodeletDesc& k = p.codelets[i];
     const std::string what = fmt::format("kernel {} ('{}')", i, plan_detail::printable(k.name));
     if (k.name.empty() || k.name.find('\0') != std::string::npos) fail(what + " has no valid name");
     if (!names.insert(k.name).second) fail(what + ": the name appears twice");
@@ -428,8 +428,8 @@ void check_program(const Program& p) {
       const Instr& in = f.instrs[i];
       const std::string what = fmt::format("{}: instruction {}", fn, i);
       if (static_cast<uint8_t>(in.kind) > static_cast<uint8_t>(Instr::Kind::Library)) fail(what + " has an invalid kind");
-      if (in.kind == Instr::Kind::Kernel) {
-        if (in.kernel >= nker) fail(fmt::format("{} names kernel {}, but the program has {} kernels", what, in.kernel, nker));
+      if (in.kind == Instr::Kind::Codelet) {
+        if (in.codelet >= nker) fail(fmt::format("{} names kernel {}, but the program has {} kernels", what, in.codelet, nker));
         if (in.grain < 1) fail(fmt::format("{} has grain {}", what, in.grain));
       } else if (in.op.empty()) {
         fail(what + " names no library op");

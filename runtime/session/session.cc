@@ -38,7 +38,7 @@ std::vector<int64_t> constant_shape(const BufferDesc& d) {
 void init_parameter(HostTensor& t, const Init& init, uint64_t seed, const std::string& name, ThreadPool& pool) {
   if (t.type != ElemType::F32 && init.kind != Init::Kind::Zeros)
     throw RuntimeError(fmt::format("parameter '{}': only f32 parameters can be initialised with ones/normal/uniform, "
-                                   "it is {}", name, elem_name(t.type)));
+                                   "it is {}", name, dtype_name(t.type)));
   if (init.kind == Init::Kind::Zeros) {
     std::fill(t.bytes.begin(), t.bytes.end(), 0);
     return;
@@ -160,9 +160,9 @@ std::unique_ptr<BackendRun> Session::start(const std::string& name, const std::m
     }
     auto& ps = parts[f.name];
     if (ps.empty()) {
-      if (t.bytes.size() != static_cast<size_t>(t.numel()) * elem_bytes(t.type))
+      if (t.bytes.size() != static_cast<size_t>(t.numel()) * dtype_bytes(t.type))
         throw RuntimeError(fmt::format("function '{}': input '{}' holds {} bytes, but its shape {} needs {}", name, f.name,
-                                       t.bytes.size(), t.shape_str(), static_cast<size_t>(t.numel()) * elem_bytes(t.type)));
+                                       t.bytes.size(), t.shape_str(), static_cast<size_t>(t.numel()) * dtype_bytes(t.type)));
       if (t.shape.empty() || t.shape[0] % mb != 0)
         throw RuntimeError(fmt::format("function '{}': input '{}' has shape {}, whose first dim does not split into {} "
                                        "micro-batches", name, f.name, t.shape_str(), mb));
@@ -257,8 +257,8 @@ HostTensor Session::state(const std::string& name) const {
 
 static void assign(HostTensor& dst, const HostTensor& src, const char* what, const std::string& name) {
   if (src.type != dst.type || src.shape != dst.shape)
-    throw RuntimeError(fmt::format("set_{} '{}': got {}{}, expected {}{}", what, name, elem_name(src.type), src.shape_str(),
-                                   elem_name(dst.type), dst.shape_str()));
+    throw RuntimeError(fmt::format("set_{} '{}': got {}{}, expected {}{}", what, name, dtype_name(src.type), src.shape_str(),
+                                   dtype_name(dst.type), dst.shape_str()));
   if (src.bytes.size() != dst.bytes.size())
     throw RuntimeError(fmt::format("set_{} '{}': the tensor holds {} bytes, its shape {} needs {}", what, name,
                                    src.bytes.size(), src.shape_str(), dst.bytes.size()));

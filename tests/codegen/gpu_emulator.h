@@ -1,5 +1,5 @@
 // Runs the GPU flavour of the kernels on the CPU, for machines without a GPU: the GPU
-// module's IR (KernelCompiler::gpu_module_text) with the NVPTX intrinsics replaced by an
+// module's IR (CodeletCompiler::gpu_module_text) with the NVPTX intrinsics replaced by an
 // emulation, compiled for the host with ORC LLJIT.
 //
 // A launch runs its blocks one after another. A thread-mapped kernel's threads run one
@@ -69,7 +69,7 @@ inline float shfl_f32(uint32_t, float v, uint32_t lane_mask, uint32_t) {
 
 class GpuEmulator {
  public:
-  using Kernel = rt::HostKernelFn;
+  using Kernel = rt::HostCodeletFn;
 
   explicit GpuEmulator(const std::string& gpu_ir) {
     llvm::InitializeNativeTarget();
@@ -114,7 +114,7 @@ class GpuEmulator {
   }
 
   // Runs `grid` blocks of d.gpu_block threads over work items [begin, end).
-  static void launch(Kernel k, const rt::KernelDesc& d, uint32_t grid, void* const* buffers, const int64_t* sizes,
+  static void launch(Kernel k, const rt::CodeletDesc& d, uint32_t grid, void* const* buffers, const int64_t* sizes,
                      int64_t begin, int64_t end) {
     g_ntid = d.gpu_block;
     g_nctaid = grid;

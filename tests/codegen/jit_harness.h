@@ -1,4 +1,4 @@
-// Runs one-op graphs through the kernel compiler (compiler/codegen/kernels.h) and the
+// Runs one-op graphs through the kernel compiler (compiler/codegen/codelets.h) and the
 // reference interpreter, for the code generation tests.
 #pragma once
 
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "compiler/codegen/kernels.h"
+#include "compiler/codegen/codelets.h"
 #include "tests/ir/op_harness.h"
 
 namespace modelc::test {
@@ -14,15 +14,15 @@ namespace modelc::test {
 // A node compiled alone: its kernel, size table and extent.
 struct Compiled {
   SymbolTable symbols;
-  EmittedKernel kernel{};
-  std::vector<rt::KernelDesc> descs;
+  EmittedCodelet codelet{};
+  std::vector<rt::CodeletDesc> descs;
   std::shared_ptr<void> code;
 };
 
 inline std::unique_ptr<Compiled> compile_node(const Graph& g, NodeId id) {
   auto c = std::make_unique<Compiled>();
-  KernelCompiler kc(c->symbols);
-  c->kernel = kc.emit(g, id);
+  CodeletCompiler kc(c->symbols);
+  c->codelet = kc.emit(g, id);
   c->descs = kc.finish(c->code);
   return c;
 }
@@ -99,12 +99,12 @@ struct RawBuffers {
 };
 
 // Runs host kernel `kernel` (of `descs`) over its whole extent in random chunks [begin, end).
-inline void run_chunks(const std::vector<rt::KernelDesc>& descs, uint32_t kernel, const std::vector<rt::SizeExpr>& table,
+inline void run_chunks(const std::vector<rt::CodeletDesc>& descs, uint32_t kernel, const std::vector<rt::SizeExpr>& table,
                        const rt::SizeExpr& extent_expr, const std::vector<int64_t>& symvals, void* const* buffers) {
   std::vector<int64_t> sizes;
   for (const rt::SizeExpr& s : table) sizes.push_back(s.eval(symvals));
   const int64_t extent = extent_expr.eval(symvals);
-  rt::HostKernelFn fn = descs.at(kernel).host;
+  rt::HostCodeletFn fn = descs.at(kernel).host;
   for (int64_t begin = 0; begin < extent;) {
     int64_t end = std::min(extent, begin + rnd(1, std::max<int64_t>(1, extent / 3 + 1)));
     fn(buffers, sizes.data(), begin, end);
@@ -115,16 +115,16 @@ inline void run_chunks(const std::vector<rt::KernelDesc>& descs, uint32_t kernel
 // Runs an emitted kernel with the buffers `io` (inputs, then outputs); a two-phase
 // reduction's Partial kernel first, into a NaN-filled scratch buffer between the inputs
 // and the outputs of the second kernel.
-inline void run_emitted(const std::vector<rt::KernelDesc>& descs, const EmittedKernel& k,
+inline void run_emitted(const std::vector<rt::CodeletDesc>& descs, const EmittedCodelet& k,
                         const std::vector<int64_t>& symvals, RawBuffers& io) {
-  if (!k.partial) return run_chunks(descs, k.kernel, k.sizes, k.extent, symvals, io.ptrs.data());
+  if (!k.partial) return run_chunks(descs, k.codelet, k.sizes, k.extent, symvals, io.ptrs.data());
   std::vector<float> scratch(static_cast<size_t>(k.partial->scratch_elements), std::nanf(""));  // f32 or i32 words
   std::vector<void*> first(io.ptrs.begin(), io.ptrs.begin() + static_cast<std::ptrdiff_t>(io.inputs));
   first.push_back(scratch.data());
-  run_chunks(descs, k.partial->kernel, k.partial->sizes, k.partial->extent, symvals, first.data());
+  run_chunks(descs, k.partial->codelet, k.partial->sizes, k.partial->extent, symvals, first.data());
   std::vector<void*> second = first;
   second.insert(second.end(), io.ptrs.begin() + static_cast<std::ptrdiff_t>(io.inputs), io.ptrs.end());
-  run_chunks(descs, k.kernel, k.sizes, k.extent, symvals, second.data());
+  run_chunks(descs, k.codelet, k.sizes, k.extent, symvals, second.data());
 }
 
 // Runs a compiled kernel over its whole extent in random chunks [begin, end), with the
@@ -135,7 +135,7 @@ inline std::vector<RefTensor> run_kernel(const Compiled& c, const Node& n, const
                                          uint64_t step = 0) {
   std::vector<int64_t> symvals = symbol_values(c.symbols, dims, seed, step);
   RawBuffers io(ins, n.outputs, dims);
-  run_emitted(c.descs, c.kernel, symvals, io);
+  run_emitted(c.descs, c.codelet, symvals, io);
   return io.read_outputs();
 }
 

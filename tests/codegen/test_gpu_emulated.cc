@@ -22,30 +22,30 @@ namespace modelc::test {
 namespace {
 
 struct GpuRun {
-  rt::KernelDesc desc;
+  rt::CodeletDesc desc;
   std::vector<RefTensor> outs;
-  std::optional<rt::KernelDesc> partial;  // a two-phase reduction's first kernel
+  std::optional<rt::CodeletDesc> partial;  // a two-phase reduction's first kernel
 };
 
 // Emits with `emit` into a GPU compiler, runs the GPU flavour over the whole extent in one
 // or two launches (split at a random work item), and returns the outputs. A two-phase
 // reduction runs its Partial kernel first, into a NaN-filled scratch buffer.
-GpuRun run_gpu(const std::function<EmittedKernel(KernelCompiler&)>& emit, const std::vector<const RefTensor*>& ins,
+GpuRun run_gpu(const std::function<EmittedCodelet(CodeletCompiler&)>& emit, const std::vector<const RefTensor*>& ins,
                const std::vector<TensorType>& out_types, const std::map<std::string, int64_t>& dims,
                const InterpOptions& opts, size_t misalign) {
   SymbolTable syms;
-  KernelCompiler kc(syms, /*gpu=*/true);
-  EmittedKernel k = emit(kc);
+  CodeletCompiler kc(syms, /*gpu=*/true);
+  EmittedCodelet k = emit(kc);
   const std::string ir = kc.gpu_module_text();
   std::shared_ptr<void> code;
-  std::vector<rt::KernelDesc> descs = kc.finish(code);
+  std::vector<rt::CodeletDesc> descs = kc.finish(code);
   emu::GpuEmulator gpu(ir);
   std::vector<int64_t> symvals = symbol_values(syms, dims, opts.seed, opts.step);
   RawBuffers io(ins, out_types, dims, misalign);
   const int before = emu::g_bad_sync.load();
   auto launch = [&](uint32_t kernel, const std::vector<rt::SizeExpr>& table, const rt::SizeExpr& extent_expr,
                     void* const* buffers) {
-    const rt::KernelDesc& d = descs.at(kernel);
+    const rt::CodeletDesc& d = descs.at(kernel);
     emu::GpuEmulator::Kernel fn = gpu.lookup(d.name);
     std::vector<int64_t> sizes;
     for (const rt::SizeExpr& s : table) sizes.push_back(s.eval(symvals));
@@ -61,19 +61,19 @@ GpuRun run_gpu(const std::function<EmittedKernel(KernelCompiler&)>& emit, const 
     }
     EXPECT_EQ(emu::g_bad_sync.load(), before) << d.name << ": a barrier or shuffle in a thread-mapped kernel";
   };
-  GpuRun run{descs.at(k.kernel), {}, std::nullopt};
+  GpuRun run{descs.at(k.codelet), {}, std::nullopt};
   if (!k.partial) {
-    launch(k.kernel, k.sizes, k.extent, io.ptrs.data());
+    launch(k.codelet, k.sizes, k.extent, io.ptrs.data());
   } else {
-    run.partial = descs.at(k.partial->kernel);
+    run.partial = descs.at(k.partial->codelet);
     // 16-byte aligned, as the runtime's buffers are.
     std::vector<double> scratch((static_cast<size_t>(k.partial->scratch_elements) + 1) / 2 + 2, std::nan(""));
     std::vector<void*> first(io.ptrs.begin(), io.ptrs.begin() + static_cast<std::ptrdiff_t>(io.inputs));
     first.push_back(scratch.data());
-    launch(k.partial->kernel, k.partial->sizes, k.partial->extent, first.data());
+    launch(k.partial->codelet, k.partial->sizes, k.partial->extent, first.data());
     std::vector<void*> second = first;
     second.insert(second.end(), io.ptrs.begin() + static_cast<std::ptrdiff_t>(io.inputs), io.ptrs.end());
-    launch(k.kernel, k.sizes, k.extent, second.data());
+    launch(k.codelet, k.sizes, k.extent, second.data());
   }
   run.outs = io.read_outputs();
   return run;
@@ -87,7 +87,7 @@ GpuRun check_gpu_op(const OneOp& o, const std::vector<RefTensor>& inputs, double
   const std::vector<const RefTensor*>& ins = rr.inputs;
   const Node& n = o.g.node(o.node);
   EmitOptions eo;
-  GpuRun r = run_gpu([&](KernelCompiler& kc) { return kc.emit(o.g, o.node, eo); }, ins, n.outputs, ref.dims, opts, misalign);
+  GpuRun r = run_gpu([&](CodeletCompiler& kc) { return kc.emit(o.g, o.node, eo); }, ins, n.outputs, ref.dims, opts, misalign);
   std::string label = fmt::format("gpu {} ({} block {}) out {}", op_name(n.op),
                                   r.desc.gpu_mapping == rt::GpuMapping::Block ? "block-mapped" : "thread-mapped",
                                   r.desc.gpu_block, ref.outputs.at("out0").shape_str());
@@ -170,7 +170,7 @@ TEST(GpuEmulated, CrossEntropy) {
   RefTensor targets = random_tensor(DType::I32, {500}, 0, 5);
   targets.data[static_cast<size_t>(rnd(0, 499))] = -1;
   OneOp o = build_op(OpKind::CrossEntropy, {type_of(logits), type_of(targets)});
-  GpuRun r = run_gpu([&](KernelCompiler& kc) { return kc.emit(o.g, o.node); }, {&logits, &targets},
+  GpuRun r = run_gpu([&](CodeletCompiler& kc) { return kc.emit(o.g, o.node); }, {&logits, &targets},
                      o.g.node(o.node).outputs, {}, {}, 0);
   EXPECT_TRUE(std::isnan(r.outs.at(0)[0])) << r.outs.at(0)[0];
 }
@@ -262,7 +262,7 @@ TEST(GpuEmulated, FusedGroups) {
     }
     g.outputs.push_back({"out", y});
     FusionOptions fo;
-    fo.can_emit = [](const Graph& gr, NodeId id) { return KernelCompiler::handles(gr, id); };
+    fo.can_emit = [](const Graph& gr, NodeId id) { return CodeletCompiler::handles(gr, id); };
     FusionPlan plan = plan_fusion(g, fo);
     RefTensor xv = random_tensor(DType::F32, {rows, len}, -1, 1), wv = random_tensor(DType::F32, {len}, -1, 1);
     RefTensor rv = random_tensor(DType::F32, {rows, 1}, -1, 1);
@@ -273,7 +273,7 @@ TEST(GpuEmulated, FusedGroups) {
       for (const Value& v : grp.inputs) ins.push_back(&ref.values.at(v.node).at(v.index));
       std::vector<TensorType> types;
       for (const Value& v : grp.outputs) types.push_back(g.type(v));
-      GpuRun r = run_gpu([&](KernelCompiler& kc) { return kc.emit_group(g, grp, plan.inlined); }, ins, types, {}, {}, 0);
+      GpuRun r = run_gpu([&](CodeletCompiler& kc) { return kc.emit_group(g, grp, plan.inlined); }, ins, types, {}, {}, 0);
       if (variant == 2 && grp.kind == FusionGroup::Kind::Reduce) {
         EXPECT_EQ(r.desc.gpu_mapping, rt::GpuMapping::Block) << r.desc.name;
       }
@@ -281,10 +281,10 @@ TEST(GpuEmulated, FusedGroups) {
         EXPECT_TRUE(r.partial) << r.desc.name;
       }
       SymbolTable syms;
-      KernelCompiler kc(syms);
-      EmittedKernel hk = kc.emit_group(g, grp, plan.inlined);
+      CodeletCompiler kc(syms);
+      EmittedCodelet hk = kc.emit_group(g, grp, plan.inlined);
       std::shared_ptr<void> code;
-      std::vector<rt::KernelDesc> descs = kc.finish(code);
+      std::vector<rt::CodeletDesc> descs = kc.finish(code);
       RawBuffers io(ins, types, {});
       run_emitted(descs, hk, symbol_values(syms, {}), io);
       std::vector<RefTensor> host = io.read_outputs();
@@ -323,7 +323,7 @@ TEST(GpuEmulated, HorizontalUpdateKernel) {
     g.outputs.push_back({"loss", lr});
     FusionOptions fo;
     fo.in_place = false;  // the outputs in buffers of their own, to read back
-    fo.can_emit = [](const Graph& gr, NodeId id) { return KernelCompiler::handles(gr, id); };
+    fo.can_emit = [](const Graph& gr, NodeId id) { return CodeletCompiler::handles(gr, id); };
     FusionPlan plan = plan_fusion(g, fo);
     ASSERT_EQ(plan.horizontal.size(), 1u);
     ASSERT_EQ(plan.horizontal[0].size(), 3u);
@@ -349,10 +349,10 @@ TEST(GpuEmulated, HorizontalUpdateKernel) {
     // Host: random chunks.
     {
       SymbolTable syms;
-      KernelCompiler kc(syms);
-      EmittedKernel k = kc.emit_horizontal(g, groups, plan.inlined);
+      CodeletCompiler kc(syms);
+      EmittedCodelet k = kc.emit_horizontal(g, groups, plan.inlined);
       std::shared_ptr<void> code;
-      std::vector<rt::KernelDesc> descs = kc.finish(code);
+      std::vector<rt::CodeletDesc> descs = kc.finish(code);
       std::vector<int64_t> symvals = symbol_values(syms, {});
       std::vector<int64_t> sizes;
       for (const rt::SizeExpr& e : k.sizes) sizes.push_back(e.eval(symvals));
@@ -361,15 +361,15 @@ TEST(GpuEmulated, HorizontalUpdateKernel) {
       RawBuffers io(ins, types, {});
       for (int64_t begin = 0; begin < extent;) {
         int64_t end = std::min(extent, begin + rnd(1, extent / 3 + 1));
-        descs.at(k.kernel).host(io.ptrs.data(), sizes.data(), begin, end);
+        descs.at(k.codelet).host(io.ptrs.data(), sizes.data(), begin, end);
         begin = end;
       }
-      check(io.read_outputs(), "host " + descs.at(k.kernel).name);
+      check(io.read_outputs(), "host " + descs.at(k.codelet).name);
       // One chunk writes exactly its work items: segment k's element e is item
       // offset_k + e, the segments end to end.
       RawBuffers one(ins, types, {});
       const int64_t begin = rnd(0, extent - 1), end = rnd(begin + 1, extent);
-      descs.at(k.kernel).host(one.ptrs.data(), sizes.data(), begin, end);
+      descs.at(k.codelet).host(one.ptrs.data(), sizes.data(), begin, end);
       std::vector<RefTensor> outs = one.read_outputs();
       int64_t offset = 0;
       for (size_t s = 0; s < outs.size(); ++s) {
@@ -382,7 +382,7 @@ TEST(GpuEmulated, HorizontalUpdateKernel) {
         offset += outs[s].numel();
       }
     }
-    GpuRun r = run_gpu([&](KernelCompiler& kc) { return kc.emit_horizontal(g, groups, plan.inlined); }, ins, types, {}, {}, 0);
+    GpuRun r = run_gpu([&](CodeletCompiler& kc) { return kc.emit_horizontal(g, groups, plan.inlined); }, ins, types, {}, {}, 0);
     EXPECT_EQ(r.desc.gpu_mapping, rt::GpuMapping::Thread);
     check(r.outs, "gpu " + r.desc.name);
   }

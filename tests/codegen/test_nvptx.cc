@@ -1,6 +1,6 @@
 // The NVPTX path: the GPU flavour of each kernel compiles to PTX through LLVM's NVPTX
 // backend and assembles with ptxas for sm_80 and sm_90; the launch shape chosen per group
-// (KernelDesc::gpu_mapping, gpu_block) and the PTX's structure: row reductions with warp
+// (CodeletDesc::gpu_mapping, gpu_block) and the PTX's structure: row reductions with warp
 // shuffles, shared memory and barriers; 128-bit loads and stores for aligned elementwise
 // kernels; .reqntid; libdevice for math and its error when missing.
 #include <cstdlib>
@@ -28,7 +28,7 @@ std::string entry_text(const std::string& ptx, const std::string& name) {
 
 TEST(KernelsNvptx, ElementwiseAndReductionGivePtx) {
   SymbolTable syms;
-  KernelCompiler kc(syms, /*gpu=*/true);
+  CodeletCompiler kc(syms, /*gpu=*/true);
   OneOp add = build_op(OpKind::Add, {f32({B, 5}), f32({5})});
   OneOp sum = build_op(OpKind::Sum, {f32({B, 7})}, attrs({{"axes", Ints{1}}}));
   kc.emit(add.g, add.node);
@@ -59,7 +59,7 @@ TEST(KernelsNvptx, ElementwiseAndReductionGivePtx) {
 
 TEST(KernelsNvptx, PtxNeedsAGpuCompiler) {
   SymbolTable syms;
-  KernelCompiler kc(syms);
+  CodeletCompiler kc(syms);
   OneOp add = build_op(OpKind::Add, {f32({4}), f32({4})});
   kc.emit(add.g, add.node);
   EXPECT_THROW(kc.ptx("sm_80"), InternalError);
@@ -67,7 +67,7 @@ TEST(KernelsNvptx, PtxNeedsAGpuCompiler) {
 
 TEST(KernelsNvptx, RowGroupUsesShufflesAndSharedMemory) {
   SymbolTable syms;
-  KernelCompiler kc(syms, /*gpu=*/true);
+  CodeletCompiler kc(syms, /*gpu=*/true);
   OneOp sm = build_op(OpKind::Softmax, {f32({B, 1024})}, attrs({{"axis", int64_t(1)}}));
   OneOp ln = build_op(OpKind::LayerNorm, {f32({B, 96}), f32({96}), f32({96})});
   OneOp tiny = build_op(OpKind::LogSoftmax, {f32({B, 10})}, attrs({{"axis", int64_t(-1)}}));
@@ -93,7 +93,7 @@ TEST(KernelsNvptx, RowGroupUsesShufflesAndSharedMemory) {
   std::shared_ptr<void> code;
   auto descs = kc.finish(code);
   ASSERT_EQ(descs.size(), 3u);
-  for (const rt::KernelDesc& d : descs) EXPECT_EQ(d.gpu_mapping, rt::GpuMapping::Block) << d.name;
+  for (const rt::CodeletDesc& d : descs) EXPECT_EQ(d.gpu_mapping, rt::GpuMapping::Block) << d.name;
   EXPECT_EQ(descs[0].gpu_block, 256u);  // 1024 elements, about 4 per thread
   EXPECT_EQ(descs[1].gpu_block, 32u);
   EXPECT_EQ(descs[2].gpu_block, 32u);
@@ -103,7 +103,7 @@ TEST(KernelsNvptx, RowGroupUsesShufflesAndSharedMemory) {
 
 TEST(KernelsNvptx, AlignedElementwiseUses128BitAccesses) {
   SymbolTable syms;
-  KernelCompiler kc(syms, /*gpu=*/true);
+  CodeletCompiler kc(syms, /*gpu=*/true);
   OneOp add = build_op(OpKind::Add, {f32({B, 4096}), f32({B, 4096})});
   OneOp bias = build_op(OpKind::Mul, {f32({B, 4096}), f32({4096})});
   kc.emit(add.g, add.node);
@@ -145,8 +145,8 @@ TEST(KernelsNvptx, InPlaceUpdateReadsItsTargetWithoutTheNonCoherentCache) {
   ASSERT_EQ(fn->updates[0].first, wb) << "the update is not in place";
   std::string name;
   for (const rt::Instr& in : fn->instrs)
-    if (in.kind == rt::Instr::Kind::Kernel && std::find(in.outputs.begin(), in.outputs.end(), wb) != in.outputs.end())
-      name = prog->kernels.at(in.kernel).name;
+    if (in.kind == rt::Instr::Kind::Codelet && std::find(in.outputs.begin(), in.outputs.end(), wb) != in.outputs.end())
+      name = prog->codelets.at(in.codelet).name;
   ASSERT_FALSE(name.empty());
   const std::string k = entry_text(prog->ptx, name);
   EXPECT_TRUE(has(k, "ld.global.v4.f32")) << k;     // w: written by this kernel
@@ -158,7 +158,7 @@ TEST(KernelsNvptx, InPlaceUpdateReadsItsTargetWithoutTheNonCoherentCache) {
 
 TEST(KernelsNvptx, ReductionMappingFollowsTheWork) {
   SymbolTable syms;
-  KernelCompiler kc(syms, /*gpu=*/true);
+  CodeletCompiler kc(syms, /*gpu=*/true);
   OneOp cols = build_op(OpKind::Sum, {f32({B, 784})}, attrs({{"axes", Ints{0}}}));   // bias gradient: 49 tiles
   OneOp rows = build_op(OpKind::Sum, {f32({B, 784})}, attrs({{"axes", Ints{1}}}));   // long rows
   OneOp all = build_op(OpKind::Mean, {f32({B})});                                    // one output
@@ -194,7 +194,7 @@ TEST(KernelsNvptx, ReductionMappingFollowsTheWork) {
   EXPECT_EQ(d[5].gpu_mapping, rt::GpuMapping::Thread);
   EXPECT_EQ(d[6].gpu_mapping, rt::GpuMapping::Block);
   EXPECT_EQ(d[6].gpu_block, 1024u);
-  for (const rt::KernelDesc& k : d) EXPECT_EQ(k.gpu_block % 32, 0u) << k.name;
+  for (const rt::CodeletDesc& k : d) EXPECT_EQ(k.gpu_block % 32, 0u) << k.name;
   MODELC_REQUIRE_PTXAS();
   EXPECT_EQ(assemble_ptx(ptx, "sm_80", "reductions"), "");
 }
@@ -220,7 +220,7 @@ class ScopedEnv {
 
 TEST(KernelsNvptx, MathComesFromLibdevice) {
   SymbolTable syms;
-  KernelCompiler kc(syms, /*gpu=*/true);
+  CodeletCompiler kc(syms, /*gpu=*/true);
   OneOp gelu = build_op(OpKind::Gelu, {f32({B, 64})});
   OneOp ex = build_op(OpKind::Exp, {f32({B, 64})});
   OneOp pw = build_op(OpKind::Pow, {f32({B, 64}), f32({64})});
@@ -248,7 +248,7 @@ TEST(KernelsNvptx, MathComesFromLibdevice) {
 TEST(KernelsNvptx, NoMathNeedsNoLibdevice) {
   ScopedEnv env("MODELC_LIBDEVICE", "/nonexistent/libdevice.10.bc");
   SymbolTable syms;
-  KernelCompiler kc(syms, /*gpu=*/true);
+  CodeletCompiler kc(syms, /*gpu=*/true);
   OneOp add = build_op(OpKind::Add, {f32({B, 5}), f32({5})});
   kc.emit(add.g, add.node);
   EXPECT_TRUE(has(kc.ptx("sm_90"), ".entry k0_add"));

@@ -3,7 +3,7 @@
 // Program holding train_step and eval (an eval-only Program's kernels are those of its
 // eval function), one PTX module each.
 // Also: each kernel of the Program is an entry point of the PTX, with the .reqntid of its
-// KernelDesc::gpu_block, and the fused programs use both GPU mappings.
+// CodeletDesc::gpu_block, and the fused programs use both GPU mappings.
 #include <filesystem>
 #include <tuple>
 
@@ -45,13 +45,13 @@ TEST_P(PtxasModels, EveryPtxAssembles) {
   po.ptx_target = sm;
   std::shared_ptr<rt::Program> p = compile_program(c, path, po);
   ASSERT_TRUE(p) << c.diags().render();
-  ASSERT_FALSE(p->kernels.empty());
+  ASSERT_FALSE(p->codelets.empty());
   EXPECT_EQ(p->ptx_target, sm);
   EXPECT_NE(p->function("eval"), nullptr);
   EXPECT_NE(p->function("train_step"), nullptr);  // every example trains: both functions' kernels
   EXPECT_NE(p->ptx.find(fmt::format(".target {}", sm)), std::string::npos);
   bool block_mapped = false, thread_mapped = false;
-  for (const rt::KernelDesc& k : p->kernels) {
+  for (const rt::CodeletDesc& k : p->codelets) {
     // The entry point and its block size, as the runtime will launch it.
     const size_t at = p->ptx.find(fmt::format(".entry {}(", k.name));
     ASSERT_NE(at, std::string::npos) << k.name;

@@ -21,7 +21,7 @@ struct Case {
 
 void add(std::vector<Case>& cases, std::string label, OneOp op, bool training = true) {
   ASSERT_FALSE(op.error) << label << ": " << op.error->message;
-  ASSERT_TRUE(KernelCompiler::handles(op.g, op.node)) << label;
+  ASSERT_TRUE(CodeletCompiler::handles(op.g, op.node)) << label;
   EmitOptions eo;
   eo.training = training;
   cases.push_back({std::move(label), std::move(op), eo});
@@ -66,7 +66,7 @@ void assemble_all(const std::vector<Case>& cases) {
   size_t assembled = 0;
   for (const Case& c : cases) {
     SymbolTable syms;
-    KernelCompiler kc(syms, /*gpu=*/true);
+    CodeletCompiler kc(syms, /*gpu=*/true);
     kc.emit(c.op.g, c.op.node, c.options);
     for (const char* sm : {"sm_80", "sm_90"}) {
       std::string ptx;

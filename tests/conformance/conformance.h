@@ -104,7 +104,7 @@ inline InterpOptions reference_options() {
 
 // RefTensor <-> HostTensor, by dtype (f16 / bf16 through the runtime's conversions).
 inline rt::HostTensor to_host(const RefTensor& t) {
-  rt::HostTensor h(static_cast<rt::ElemType>(t.dtype), t.shape);
+  rt::HostTensor h(t.dtype, t.shape);
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double v = t[i];
     switch (t.dtype) {
@@ -120,7 +120,7 @@ inline rt::HostTensor to_host(const RefTensor& t) {
 }
 
 inline RefTensor from_host(const rt::HostTensor& h) {
-  RefTensor t(static_cast<DType>(h.type), h.shape);
+  RefTensor t(h.type, h.shape);
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (t.dtype) {
       case DType::F32: t[i] = h.f32()[i]; break;

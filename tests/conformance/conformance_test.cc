@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <set>
 
-#include "compiler/codegen/kernels.h"
+#include "compiler/codegen/codelets.h"
 #include "kernels/cuda/launches.h"
 #include "kernels/cuda/library.h"
 #include "kernels/cuda/run_op.h"
@@ -168,7 +168,7 @@ TEST(Conformance, CudaTwinsOnTheHostMatchTheCpuKernels) {
     }
     const Node& node = g.nodes.back();
     std::vector<rt::HostTensor> cpu, gpu;
-    for (const TensorType& t : node.outputs) cpu.emplace_back(static_cast<rt::ElemType>(t.dtype), concrete_shape(t.shape, {}));
+    for (const TensorType& t : node.outputs) cpu.emplace_back(t.dtype, concrete_shape(t.shape, {}));
     gpu = cpu;
     for (rt::HostTensor& t : gpu) std::fill(t.bytes.begin(), t.bytes.end(), 0xA5);  // unwritten bytes show
     kernels::cuda::run_cpu_op(c.op->name, in, cpu, call->ints, call->floats);

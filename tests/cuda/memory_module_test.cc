@@ -161,7 +161,7 @@ TEST(CudaModule, LoadsFindsAndLaunchesWithThePlansConfiguration) {
   table[0] = reinterpret_cast<uint64_t>(in);
   table[1] = reinterpret_cast<uint64_t>(out);
   sizes[0] = 3;
-  rt::KernelDesc k;
+  rt::CodeletDesc k;
   k.name = "k0_add";
   k.gpu_block = 128;
   m.launch(k, reinterpret_cast<CUdeviceptr>(table), reinterpret_cast<CUdeviceptr>(sizes), 0, n, nullptr);

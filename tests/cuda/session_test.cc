@@ -79,7 +79,7 @@ void k_sum2(void* const* b, const int64_t*, int64_t lo, int64_t hi) {
 // PTX with an empty entry per kernel: the fake driver runs each kernel's host twin instead.
 void add_empty_entries_ptx(rt::Program& p) {
   p.ptx_target = "sm_80";
-  for (const rt::KernelDesc& k : p.kernels)
+  for (const rt::CodeletDesc& k : p.codelets)
     p.ptx += ".visible .entry " + k.name + "(.param .u64 b, .param .u64 s, .param .u64 lo, .param .u64 hi) { ret; }\n";
 }
 
@@ -152,8 +152,8 @@ std::shared_ptr<rt::Program> toy_program(bool with_ptx) {
   f.updates.push_back({w_new, w});
   f.updates.push_back({m, m});
   pb.p.model = "toy";
-  pb.p.kernels[0].gpu_block = 64;
-  pb.p.kernels[1].gpu_mapping = rt::GpuMapping::Block;
+  pb.p.codelets[0].gpu_block = 64;
+  pb.p.codelets[1].gpu_mapping = rt::GpuMapping::Block;
   if (with_ptx) add_empty_entries_ptx(pb.p);
   return std::make_shared<rt::Program>(std::move(pb.p));
 }

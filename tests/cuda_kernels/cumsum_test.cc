@@ -55,7 +55,7 @@ TEST(HandCumsum, SameBytesAsTheCpuTwin) {
     if (reverse < 2) ints["reverse"] = {reverse};
     HostTensor x = rep % 2 ? any_but_nan(t, shape) : moderate(t, shape);
     expect_same("cumsum", {&x}, {like(t, shape)}, ints, {},
-                std::string(rt::elem_name(t)) + rt::shape_str(shape) + " axis " + std::to_string(axis) + " reverse " +
+                std::string(dtype_name(t)) + rt::shape_str(shape) + " axis " + std::to_string(axis) + " reverse " +
                     std::to_string(reverse));
   }
 }

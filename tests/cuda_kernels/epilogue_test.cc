@@ -102,7 +102,7 @@ TEST(HandEpilogue, LowPrecisionOutputsRoundAsTheCpu) {
       for (size_t i = 0; i < y.size(); ++i) {
         const uint16_t want = f32_to_low(wide[i], t);
         const bool nan = std::isnan(low_to_f32(y[i], t)) && std::isnan(wide[i]);
-        ASSERT_TRUE(y[i] == want || nan) << rt::elem_name(t) << " " << rt::epilogue_activation_name(act) << " element " << i
+        ASSERT_TRUE(y[i] == want || nan) << dtype_name(t) << " " << rt::epilogue_activation_name(act) << " element " << i
                                          << ": kernel bits " << y[i] << ", CPU bits " << want;
       }
     }

@@ -91,9 +91,9 @@ TEST(HandMovement, FillEveryType) {
   for (ElemType t : kAllTypes)
     for (double v : {0.0, 1.0, -2.5, 3.14159, 65504.0, 1e30, -7.0, 1.0 / 3}) {
       if (v == 1e30 && (t == ElemType::I32 || t == ElemType::Bool)) continue;  // no i32 holds it
-      expect_same("fill", {}, {like(t, random_shape(rnd(0, 3), 1, 7))}, {}, {{"value", v}}, rt::elem_name(t));
+      expect_same("fill", {}, {like(t, random_shape(rnd(0, 3), 1, 7))}, {}, {{"value", v}}, std::string(dtype_name(t)));
       if (v != 1e30)
-        expect_same("fill", {}, {like(t, {rnd(1, 9)})}, {{"value", {static_cast<int64_t>(v)}}}, {}, rt::elem_name(t));
+        expect_same("fill", {}, {like(t, {rnd(1, 9)})}, {{"value", {static_cast<int64_t>(v)}}}, {}, std::string(dtype_name(t)));
     }
 }
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "compiler/codegen/kernels.h"
+#include "compiler/codegen/codelets.h"
 #include "compiler/passes/fusion.h"
 
 namespace modelc::test {
@@ -14,7 +14,7 @@ inline const std::string kModels = std::string(MODELC_SOURCE_DIR) + "/models/";
 inline FusionPlan plan(const Graph& g, bool enabled = true) {
   FusionOptions o;
   o.enabled = enabled;
-  o.can_emit = [](const Graph& gr, NodeId id) { return KernelCompiler::handles(gr, id); };
+  o.can_emit = [](const Graph& gr, NodeId id) { return CodeletCompiler::handles(gr, id); };
   return plan_fusion(g, o);
 }
 

@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <set>
 
-#include "compiler/codegen/kernels.h"
+#include "compiler/codegen/codelets.h"
 #include "compiler/codegen/lower.h"
 #include "compiler/compile.h"
 #include "compiler/ir/interpreter.h"
@@ -204,7 +204,7 @@ TEST(FusionEpilogue, NoneWithoutFusion) {
     // The option alone turns them off too.
     FusionOptions o;
     o.library_epilogues = false;
-    o.can_emit = [](const Graph& gr, NodeId id) { return KernelCompiler::handles(gr, id); };
+    o.can_emit = [](const Graph& gr, NodeId id) { return CodeletCompiler::handles(gr, id); };
     for (const FusionGroup& grp : plan_fusion(*m.forward, o).groups)
       if (grp.kind == FusionGroup::Kind::Library) {
         EXPECT_EQ(grp.nodes.size(), 1u) << file;

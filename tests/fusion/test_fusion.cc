@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <set>
 
-#include "compiler/codegen/kernels.h"
+#include "compiler/codegen/codelets.h"
 #include "compiler/codegen/lower.h"
 #include "compiler/compile.h"
 #include "compiler/ir/interpreter.h"
@@ -100,7 +100,7 @@ TEST(FusionPlan, BiasGeluDropoutResidualIsOneKernel) {
   // Without library epilogues the whole chain is one kernel.
   FusionOptions o;
   o.library_epilogues = false;
-  o.can_emit = [](const Graph& gr, NodeId id) { return KernelCompiler::handles(gr, id); };
+  o.can_emit = [](const Graph& gr, NodeId id) { return CodeletCompiler::handles(gr, id); };
   FusionPlan p = plan_fusion(g, o);
   expect_valid(g, p);
   ASSERT_EQ(p.groups.size(), 2u);
@@ -265,7 +265,7 @@ std::shared_ptr<rt::Program> lower(const Graph& forward, const Graph* step, bool
 
 size_t kernel_instrs(const rt::Program& p, const std::string& fn) {
   size_t n = 0;
-  for (const rt::Instr& in : p.function(fn)->instrs) n += in.kind == rt::Instr::Kind::Kernel;
+  for (const rt::Instr& in : p.function(fn)->instrs) n += in.kind == rt::Instr::Kind::Codelet;
   return n;
 }
 
@@ -398,7 +398,7 @@ TEST(FusionNumerics, RandomGraphsAgreeWithTheReference) {
     for (const auto& [name, t] : feeds) batch_in[name] = to_host(t);
     for (bool fusion : {true, false}) {
       auto prog = lower(g, nullptr, fusion);
-      for (const rt::KernelDesc& k : prog->kernels) two_phase += k.name.ends_with("_partial");
+      for (const rt::CodeletDesc& k : prog->codelets) two_phase += k.name.ends_with("_partial");
       rt::SessionOptions so;
       so.threads = 2;
       rt::Session s(prog, so);

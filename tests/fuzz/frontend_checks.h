@@ -19,7 +19,7 @@
 #include "compiler/compile.h"
 #include "compiler/frontend/ast.h"
 #include "compiler/frontend/parser.h"
-#include "compiler/frontend/train_config.h"
+#include "compiler/ir/train_config.h"
 #include "compiler/ir/printer.h"
 #include "compiler/ir/verifier.h"
 

@@ -139,7 +139,7 @@ void check_matmul(const MatmulCase& m, ElemType t, bool tf32) {
     const double g = gpu[0].f32()[i], c = cpu[0].f32()[i];
     worst = std::max(worst, std::abs(g - c) / std::max(1.0, std::abs(c)));
   }
-  EXPECT_LE(worst, tol) << rt::elem_name(t) << (tf32 ? " tf32" : "") << " " << rt::shape_str(m.a) << " @ "
+  EXPECT_LE(worst, tol) << dtype_name(t) << (tf32 ? " tf32" : "") << " " << rt::shape_str(m.a) << " @ "
                         << rt::shape_str(m.b) << " epilogue " << m.bias << "," << m.act;
   device().set_allow_tf32(false);
 }
@@ -198,7 +198,7 @@ TEST(GpuLibrary, ConvolutionsThroughCudnnMatchTheCpu) {
         for (int64_t i = 0; i < cpu[0].numel(); ++i)
           worst = std::max(worst, std::abs(static_cast<double>(value(gpu[0], i)) - value(cpu[0], i)) /
                                       std::max(1.0, std::abs(static_cast<double>(value(cpu[0], i)))));
-        EXPECT_LE(worst, tol) << op << " " << what << " " << rt::elem_name(t) << " N" << k.N << " C" << k.C << " O" << k.O
+        EXPECT_LE(worst, tol) << op << " " << what << " " << dtype_name(t) << " N" << k.N << " C" << k.C << " O" << k.O
                               << " K" << k.K << " stride " << k.stride << " groups " << k.groups;
       };
       compare("conv2d", {&x, &w}, {k.N, k.O, HO, WO}, ints, "");

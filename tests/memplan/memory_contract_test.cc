@@ -1,7 +1,7 @@
 // The memory contract (issue 6), end to end on the example models: the peak the compiler
 // predicts before anything runs (compiler/passes/memory_report.h) against the peak the
 // runtime measures (Session::memory_usage), with and without a budget; recomputation
-// (compiler/passes/checkpoint.h) gives the losses of a step that keeps every activation;
+// (compiler/passes/recompute_placement.h) gives the losses of a step that keeps every activation;
 // budgets nothing fits are compile-time errors; a runtime out-of-memory is a clear error.
 #include <gtest/gtest.h>
 
@@ -34,7 +34,7 @@ const ModelCase kCases[] = {
 struct Compiled {
   std::shared_ptr<rt::Program> program;
   std::vector<BufferOrigin> origins;
-  CheckpointReport checkpoints;
+  RecomputeReport recompute_report;
   MemoryPrediction prediction;
 };
 
@@ -44,7 +44,7 @@ Compiled compile(const ModelCase& mc, ProgramOptions po) {
   Compilation c(o);
   Compiled r;
   po.origins = &r.origins;
-  po.checkpoints = &r.checkpoints;
+  po.recompute_report = &r.recompute_report;
   po.bindings = {{"B", mc.batch}};
   r.program = compile_program(c, kModels + mc.file, po);
   EXPECT_TRUE(r.program) << c.diags().render();
@@ -61,8 +61,8 @@ std::pair<int64_t, int64_t> peak_range(const ModelCase& mc) {
   o.defines = mc.defines;
   Compilation c(o);
   ProgramOptions po;
-  CheckpointReport ck;
-  po.checkpoints = &ck;
+  RecomputeReport ck;
+  po.recompute_report = &ck;
   po.bindings = {{"B", mc.batch}};
   po.mem_budget = 1;
   EXPECT_THROW(compile_program(c, kModels + mc.file, po), UserError);
@@ -148,22 +148,22 @@ TEST_P(MemoryContract, PredictedPeakIsMeasuredAndRecomputationKeepsTheLosses) {
     return;
   }
   const int64_t budget = floor + (before - floor) / 2;
-  for (CheckpointAlgorithm algo : {CheckpointAlgorithm::Greedy, CheckpointAlgorithm::SqrtN}) {
+  for (RecomputeAlgorithm algo : {RecomputeAlgorithm::Greedy, RecomputeAlgorithm::SqrtN}) {
     ProgramOptions po;
     po.mem_budget = budget;
-    po.checkpoint_algorithm = algo;
-    const std::string what = algo == CheckpointAlgorithm::Greedy ? "greedy" : "sqrt(n)";
+    po.recompute_algorithm = algo;
+    const std::string what = algo == RecomputeAlgorithm::Greedy ? "greedy" : "sqrt(n)";
     Compiled c;
     try {
       c = compile(mc, po);
     } catch (const UserError& e) {
       // sqrt(n) does not look at the budget: it may not fit; greedy must.
-      EXPECT_EQ(algo, CheckpointAlgorithm::SqrtN) << e.what();
+      EXPECT_EQ(algo, RecomputeAlgorithm::SqrtN) << e.what();
       EXPECT_NE(std::string(e.what()).find("does not fit"), std::string::npos) << e.what();
       continue;
     }
-    EXPECT_TRUE(c.checkpoints.placement.fits);
-    EXPECT_FALSE(c.checkpoints.recomputed.empty()) << what;
+    EXPECT_TRUE(c.recompute_report.placement.fits);
+    EXPECT_FALSE(c.recompute_report.recomputed.empty()) << what;
     EXPECT_LE(c.prediction.peak, budget) << what << ": the compiled step's predicted peak exceeds the budget";
     TrainRun r = train(c, data);
     expect_agree(c, r.usage, what);
@@ -178,7 +178,7 @@ INSTANTIATE_TEST_SUITE_P(Models, MemoryContract, ::testing::ValuesIn(kCases),
                          });
 
 TEST(MemoryContract, ADryCompilationHasTheRealBuffersAndSchedule) {
-  // `modelc --emit=memory` and checkpoint placement size programs compiled without code:
+  // `modelc --emit=memory` and recomputation placement size programs compiled without code:
   // the same buffers and instructions as the real ones, so the same prediction.
   for (const ModelCase& mc : kCases) {
     ProgramOptions dry_options;
@@ -196,7 +196,7 @@ TEST(MemoryContract, ADryCompilationHasTheRealBuffersAndSchedule) {
     for (uint32_t k = 0; k < real.program->buffers.size(); ++k)
       EXPECT_EQ(rt::buffer_bytes(*real.program, k, sym), rt::buffer_bytes(*dry.program, k, sym)) << mc.file << " buffer " << k;
     EXPECT_EQ(real.prediction.peak, dry.prediction.peak) << mc.file;
-    EXPECT_TRUE(dry.program->kernels.empty());
+    EXPECT_TRUE(dry.program->codelets.empty());
   }
 }
 
@@ -230,7 +230,7 @@ TEST(MemoryContract, GreedyRecomputesNoMoreThanSqrtNWhereBothFit) {
     g.code = s.code = false;                // placements only
     g.annotations = s.annotations = false;  // the two algorithms alone, not char_gpt's @checkpoint
     g.mem_budget = s.mem_budget = budget;
-    s.checkpoint_algorithm = CheckpointAlgorithm::SqrtN;
+    s.recompute_algorithm = RecomputeAlgorithm::SqrtN;
     Compiled greedy;
     try {
       greedy = compile(mc, g);
@@ -240,7 +240,7 @@ TEST(MemoryContract, GreedyRecomputesNoMoreThanSqrtNWhereBothFit) {
     }
     try {
       Compiled sq = compile(mc, s);
-      EXPECT_LE(greedy.checkpoints.placement.recompute_flops, sq.checkpoints.placement.recompute_flops)
+      EXPECT_LE(greedy.recompute_report.placement.recompute_flops, sq.recompute_report.placement.recompute_flops)
           << "budget " << frac << " of the arena";
       ++compared;
     } catch (const UserError&) {

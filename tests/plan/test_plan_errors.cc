@@ -308,7 +308,7 @@ TEST_F(PlanErrors, InconsistentPrograms) {
   const uint32_t nbuf = static_cast<uint32_t>(base().program->buffers.size());
   auto first_kernel_instr = [](rt::Program& p) -> rt::Instr& {
     for (rt::Instr& in : p.functions[0].instrs)
-      if (in.kind == rt::Instr::Kind::Kernel) return in;
+      if (in.kind == rt::Instr::Kind::Codelet) return in;
     throw std::runtime_error("no kernel instruction");
   };
   const Case cases[] = {
@@ -318,18 +318,18 @@ TEST_F(PlanErrors, InconsistentPrograms) {
       {"invalid role", [](rt::Program& p) { p.buffers[0].role = static_cast<rt::BufferRole>(5); }, true},
       {"invalid initializer", [](rt::Program& p) { p.buffers[0].init.kind = static_cast<rt::Init::Kind>(4); }, true},
       {"dim 0 names symbol 99, but the program has", [](rt::Program& p) { p.buffers[0].shape[0] = rt::SizeExpr::symbol(99); }},
-      {"has no valid name", [](rt::Program& p) { p.kernels[0].name.clear(); }},
-      {"kernel 0 ('k\\x00x') has no valid name", [](rt::Program& p) { p.kernels[0].name = std::string("k\0x", 3); }},
-      {"the name appears twice", [](rt::Program& p) { p.kernels[1].name = p.kernels[0].name; }},
-      {"invalid GPU mapping", [](rt::Program& p) { p.kernels[0].gpu_mapping = static_cast<rt::GpuMapping>(2); }, true},
-      {"GPU block of 100 threads", [](rt::Program& p) { p.kernels[0].gpu_block = 100; }},
-      {"GPU block of 0 threads", [](rt::Program& p) { p.kernels[0].gpu_block = 0; }},
-      {"GPU block of 2048 threads", [](rt::Program& p) { p.kernels[0].gpu_block = 2048; }},
-      {"fuses no nodes", [](rt::Program& p) { p.kernels[0].nodes = 0; }},
+      {"has no valid name", [](rt::Program& p) { p.codelets[0].name.clear(); }},
+      {"kernel 0 ('k\\x00x') has no valid name", [](rt::Program& p) { p.codelets[0].name = std::string("k\0x", 3); }},
+      {"the name appears twice", [](rt::Program& p) { p.codelets[1].name = p.codelets[0].name; }},
+      {"invalid GPU mapping", [](rt::Program& p) { p.codelets[0].gpu_mapping = static_cast<rt::GpuMapping>(2); }, true},
+      {"GPU block of 100 threads", [](rt::Program& p) { p.codelets[0].gpu_block = 100; }},
+      {"GPU block of 0 threads", [](rt::Program& p) { p.codelets[0].gpu_block = 0; }},
+      {"GPU block of 2048 threads", [](rt::Program& p) { p.codelets[0].gpu_block = 2048; }},
+      {"fuses no nodes", [](rt::Program& p) { p.codelets[0].nodes = 0; }},
       {"is unnamed or appears twice", [](rt::Program& p) { p.functions[1].name = p.functions[0].name; }},
       {"has 0 micro-batches", [](rt::Program& p) { p.functions[0].micro_batches = 0; }},
       {"invalid kind", [&](rt::Program& p) { first_kernel_instr(p).kind = static_cast<rt::Instr::Kind>(3); }, true},
-      {"names kernel 9999, but the program has", [&](rt::Program& p) { first_kernel_instr(p).kernel = 9999; }},
+      {"names kernel 9999, but the program has", [&](rt::Program& p) { first_kernel_instr(p).codelet = 9999; }},
       {"has grain 0", [&](rt::Program& p) { first_kernel_instr(p).grain = 0; }},
       {"names no library op", [&](rt::Program& p) { first_kernel_instr(p).kind = rt::Instr::Kind::Library; }},
       {"names buffer", [&](rt::Program& p) { first_kernel_instr(p).inputs.push_back(nbuf); }},
@@ -374,7 +374,7 @@ TEST_F(PlanErrors, InconsistentPrograms) {
 
 TEST_F(PlanErrors, HostCodeProblems) {
   rt::Program p = *base().program;
-  p.kernels[2].name = "no_such_kernel";
+  p.codelets[2].name = "no_such_kernel";
   expect_error(plan_of(p), "kernel 2 'no_such_kernel' is missing from the plan's host code (section 'code')");
   put(rt::encode_plan(*base().program, "this is not an ELF file"));
   expect_read_error(path_, "section 'code' cannot be loaded: ");

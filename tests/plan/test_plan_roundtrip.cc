@@ -80,9 +80,9 @@ void expect_same_program(const rt::Program& a, const rt::Program& b) {
     EXPECT_EQ(bits(x.init.b), bits(y.init.b)) << x.name;
     expect_same_sizes(x.shape, y.shape, x.name);
   }
-  ASSERT_EQ(a.kernels.size(), b.kernels.size());
-  for (size_t i = 0; i < a.kernels.size(); ++i) {
-    const rt::KernelDesc &x = a.kernels[i], &y = b.kernels[i];
+  ASSERT_EQ(a.codelets.size(), b.codelets.size());
+  for (size_t i = 0; i < a.codelets.size(); ++i) {
+    const rt::CodeletDesc &x = a.codelets[i], &y = b.codelets[i];
     EXPECT_EQ(x.name, y.name);
     EXPECT_EQ(x.source, y.source) << x.name;
     EXPECT_EQ(x.gpu_mapping, y.gpu_mapping) << x.name;
@@ -108,7 +108,7 @@ void expect_same_program(const rt::Program& a, const rt::Program& b) {
       const rt::Instr &p = x.instrs[i], &q = y.instrs[i];
       const std::string what = x.name + " instr " + std::to_string(i);
       EXPECT_EQ(p.kind, q.kind) << what;
-      EXPECT_EQ(p.kernel, q.kernel) << what;
+      EXPECT_EQ(p.codelet, q.codelet) << what;
       EXPECT_EQ(p.op, q.op) << what;
       EXPECT_EQ(p.inputs, q.inputs) << what;
       EXPECT_EQ(p.outputs, q.outputs) << what;
@@ -226,16 +226,16 @@ TEST(PlanFields, EveryFieldSurvives) {
   e.terms.push_back({-7, {z, 0, z}});
   e.terms.push_back({std::numeric_limits<int64_t>::min(), {}});
   p.buffers[2].shape.push_back(e);
-  p.kernels[0].source = std::string("source\0with a NUL", 17);
-  p.kernels[0].gpu_mapping = rt::GpuMapping::Block;
-  p.kernels[0].gpu_block = 1024;
-  p.kernels[0].nodes = 7;
+  p.codelets[0].source = std::string("source\0with a NUL", 17);
+  p.codelets[0].gpu_mapping = rt::GpuMapping::Block;
+  p.codelets[0].gpu_block = 1024;
+  p.codelets[0].nodes = 7;
   rt::Function& f = p.functions[0];
   f.micro_batches = 3;
   f.feeds.push_back({"extra", 2, 0});
   rt::Instr lib;
   lib.kind = rt::Instr::Kind::Library;
-  lib.kernel = 12345;
+  lib.codelet = 12345;
   lib.op = "matmul";
   lib.inputs = {0, rt::kNoBuffer, 1};
   lib.outputs = {2};

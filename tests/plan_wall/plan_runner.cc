@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     modelc::rt::PlanTarget target;
     std::shared_ptr<modelc::rt::Program> p = modelc::rt::read_plan(argv[1], &target);
     std::printf("plan %s: model %s, %zu kernels, %zu buffers, compiled for %s (%s, %zu features)\n", argv[1],
-                p->model.c_str(), p->kernels.size(), p->buffers.size(), target.arch.c_str(), target.cpu.c_str(),
+                p->model.c_str(), p->codelets.size(), p->buffers.size(), target.arch.c_str(), target.cpu.c_str(),
                 target.features.size());
     modelc::plantest::StepResult a = modelc::plantest::run_steps(p, 3, batch);
     modelc::plantest::StepResult b = modelc::plantest::run_steps(p, 3, batch);

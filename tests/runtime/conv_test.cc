@@ -186,9 +186,9 @@ TEST(Conv2d, LowFloatGeometryTakesOneTypeForAllOperands) {
     EXPECT_EQ(g.Og, 3);
     const kernels::TensorArg w32{wf.data(), ElemType::F32, {6, 2, 3, 3}};
     expect_error([&] { kernels::conv_geometry(c, x, w32, y, "input", "weight", "output", true); },
-                 {"conv2d at m.model:2:3", fmt::format("weight must be {}, got f32[6,2,3,3]", rt::elem_name(t))});
+                 {"conv2d at m.model:2:3", fmt::format("weight must be {}, got f32[6,2,3,3]", dtype_name(t))});
     expect_error([&] { kernels::conv_geometry(c, x, w, y, "input", "weight", "output"); },
-                 {fmt::format("input must be f32, got {}[1,4,5,5]", rt::elem_name(t))});
+                 {fmt::format("input must be f32, got {}[1,4,5,5]", dtype_name(t))});
   }
 }
 

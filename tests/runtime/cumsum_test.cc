@@ -76,11 +76,11 @@ TEST(Cumsum, MatchesANaiveLoopEveryTypeAxisAndDirection) {
           const double tol = static_cast<double>(s + 1) * 0x1p-24 * mag * (1 + roundoff(type)) +
                              roundoff(type) * std::abs(sum) + (type == ElemType::F16 ? 0x1p-25 : 0.0);
           if (!(std::abs(value(out, at) - sum) <= tol) && ++bad <= 5)
-            ADD_FAILURE() << rt::elem_name(type) << rt::shape_str(shape) << " axis " << axis << " reverse " << reverse
+            ADD_FAILURE() << dtype_name(type) << rt::shape_str(shape) << " axis " << axis << " reverse " << reverse
                           << " element " << at << ": got " << value(out, at) << ", expected " << sum;
         }
       }
-    ASSERT_EQ(bad, 0) << rt::elem_name(type) << rt::shape_str(shape) << " axis " << axis;
+    ASSERT_EQ(bad, 0) << dtype_name(type) << rt::shape_str(shape) << " axis " << axis;
   }
 }
 
@@ -96,9 +96,9 @@ TEST(Cumsum, SameBytesOnAnyThreadCountAndInPlace) {
       HostTensor x = random_float(type, shape), a(type, shape), b(type, shape);
       run_op("cumsum", {&x}, {&a}, ints, {}, &one);
       run_op("cumsum", {&x}, {&b}, ints, {}, &three);
-      EXPECT_EQ(a.bytes, b.bytes) << rt::elem_name(type) << " axis " << axis;
+      EXPECT_EQ(a.bytes, b.bytes) << dtype_name(type) << " axis " << axis;
       run_op("cumsum", {&x}, {&x}, ints, {}, &three);
-      EXPECT_EQ(x.bytes, a.bytes) << rt::elem_name(type) << " axis " << axis << " in place";
+      EXPECT_EQ(x.bytes, a.bytes) << dtype_name(type) << " axis " << axis << " in place";
     }
 }
 

@@ -1,4 +1,4 @@
-// The executor on hand-built Programs: host kernels (C++ functions with the HostKernelFn
+// The executor on hand-built Programs: host kernels (C++ functions with the HostCodeletFn
 // ABI) chunked over their extent exactly once at several thread counts, library calls,
 // symbol binding from fed shapes and its errors, buffer reuse, updates, outputs.
 #include "runtime/execution/cpu/executor.h"
@@ -200,8 +200,8 @@ TEST(Executor, ConstructionErrors) {
   };
   expect_error([&] { make([](Fixture& fx) { fx.b.p.functions[0].instrs[0].op = "matmull"; }); },
                {"function 'train_step'", "unknown library op 'matmull' at t.model:7:9"});
-  expect_error([&] { make([](Fixture& fx) { fx.b.p.kernels[0].host = nullptr; }); }, {"kernel 'k_count'", "has no host code"});
-  expect_error([&] { make([](Fixture& fx) { fx.b.p.functions[0].instrs[1].kernel = 99; }); }, {"names kernel 99"});
+  expect_error([&] { make([](Fixture& fx) { fx.b.p.codelets[0].host = nullptr; }); }, {"kernel 'k_count'", "has no host code"});
+  expect_error([&] { make([](Fixture& fx) { fx.b.p.functions[0].instrs[1].codelet = 99; }); }, {"names kernel 99"});
   expect_error([&] { make([](Fixture& fx) { fx.b.p.functions[0].instrs[1].outputs = {1000}; }); }, {"names buffer 1000"});
   expect_error([&] { make([](Fixture& fx) { fx.b.p.functions[0].feeds.clear(); }); }, {"input buffer 'x' is used but never fed"});
   expect_error([&] { make([](Fixture& fx) { fx.b.p.functions[0].updates = {{fx.wn, fx.h}}; }); },

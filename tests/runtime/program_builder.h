@@ -1,5 +1,5 @@
 // A small builder of hand-made Programs for the executor and session tests: buffers,
-// host kernels written in C++ with the HostKernelFn ABI, library calls and functions.
+// host kernels written in C++ with the HostCodeletFn ABI, library calls and functions.
 #pragma once
 
 #include <string>
@@ -39,9 +39,9 @@ struct ProgramBuilder {
     return static_cast<uint32_t>(p.buffers.size() - 1);
   }
 
-  uint32_t kernel(const std::string& name, HostKernelFn fn) {
-    p.kernels.push_back({name, fn, ""});
-    return static_cast<uint32_t>(p.kernels.size() - 1);
+  uint32_t kernel(const std::string& name, HostCodeletFn fn) {
+    p.codelets.push_back({name, fn, ""});
+    return static_cast<uint32_t>(p.codelets.size() - 1);
   }
 
   Function& function(const std::string& name) {
@@ -53,8 +53,8 @@ struct ProgramBuilder {
   static Instr kernel_call(uint32_t k, std::vector<uint32_t> in, std::vector<uint32_t> out, std::vector<SizeExpr> sizes,
                            SizeExpr extent, int64_t grain = 1, const std::string& where = "t.model:3:5") {
     Instr i;
-    i.kind = Instr::Kind::Kernel;
-    i.kernel = k;
+    i.kind = Instr::Kind::Codelet;
+    i.codelet = k;
     i.inputs = std::move(in);
     i.outputs = std::move(out);
     i.sizes = std::move(sizes);

@@ -38,7 +38,7 @@ double median(std::vector<double> v) {
 // Median milliseconds of one matmul [n, n] @ [n, n] of type t.
 double time_matmul(rt::cuda::CudaDevice& dev, ElemType t, int64_t n) {
   const rt::cuda::Driver& drv = dev.driver();
-  const size_t in_bytes = static_cast<size_t>(n * n) * rt::elem_bytes(t), out_bytes = static_cast<size_t>(n * n) * 4;
+  const size_t in_bytes = static_cast<size_t>(n * n) * dtype_bytes(t), out_bytes = static_cast<size_t>(n * n) * 4;
   void* a = dev.allocator().allocate(in_bytes, rt::cuda::stream_id(dev.stream()));
   void* b = dev.allocator().allocate(in_bytes, rt::cuda::stream_id(dev.stream()));
   void* d = dev.allocator().allocate(out_bytes, rt::cuda::stream_id(dev.stream()));
@@ -86,7 +86,7 @@ struct PlanResult {
   double ms = 0;
   double fused_gbs = 0, best_gbs = 0;
   std::string best;
-  int64_t kernels = 0;
+  int64_t codelets = 0;
 };
 
 PlanResult bench_plan(const fs::path& plan) {
@@ -110,8 +110,8 @@ PlanResult bench_plan(const fs::path& plan) {
   for (int i = 0; i < 5; ++i) s.train_step(feed);
   double bytes = 0, time = 0;
   for (const rt::cuda::InstrTime& t : s.profile("train_step")) {
-    if (!t.kernel) continue;
-    ++r.kernels;
+    if (!t.codelet) continue;
+    ++r.codelets;
     if (t.nodes <= 1 || t.runs == 0 || t.ms <= 0) continue;
     const double b = static_cast<double>(t.bytes) * static_cast<double>(t.runs), sec = t.ms / 1e3;
     bytes += b;
@@ -166,7 +166,7 @@ int main() {
       auto u = results.find(name + "_unfused");
       fmt::print("{:<20} {:>10.3f} {:>12} {:>8} {:>8} {:>14.0f} {:>14.0f}  {}\n", name, r.ms,
                  u == results.end() ? "" : fmt::format("{:.3f}", u->second.ms),
-                 u == results.end() ? "" : fmt::format("{:.2f}x", u->second.ms / r.ms), r.kernels, r.fused_gbs, r.best_gbs,
+                 u == results.end() ? "" : fmt::format("{:.2f}x", u->second.ms / r.ms), r.codelets, r.fused_gbs, r.best_gbs,
                  r.best);
     }
     return 0;

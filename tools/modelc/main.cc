@@ -19,7 +19,7 @@
 #include <memory>
 #include <optional>
 
-#include "compiler/codegen/kernels.h"
+#include "compiler/codegen/codelets.h"
 #include "compiler/codegen/object.h"
 #include "compiler/compile.h"
 #include "compiler/compile_program.h"
@@ -110,16 +110,16 @@ std::map<std::string, int64_t> take_free_dim_defines(modelc::CompileOptions& opt
 }
 
 // The memory report of the train step (or eval, without a train section), and what
-// checkpoint placement recomputed.
+// recomputation placement recomputed.
 std::string memory_text(const modelc::rt::Program& p, const std::vector<modelc::BufferOrigin>& origins,
                         const std::map<std::string, int64_t>& bindings, std::optional<int64_t> memory,
-                        const modelc::CheckpointReport& ck) {
+                        const modelc::RecomputeReport& ck) {
   const std::string fn = p.function("train_step") ? "train_step" : "eval";
   modelc::MemoryReportOptions ro;
   ro.memory = memory;
   modelc::MemoryPrediction m = modelc::predict_memory(p, fn, origins, modelc::bind_symbols(p, fn, bindings));
   std::string text = modelc::print_memory_report(p, origins, m, ro);
-  if (fn == "train_step") text += modelc::print_checkpoint_report(ck, m.peak);
+  if (fn == "train_step") text += modelc::print_recompute_report(ck, m.peak);
   return text;
 }
 
@@ -282,8 +282,8 @@ int main(int argc, char** argv) {
   program_options.mem_budget = mem_budget;
   program_options.recompute = checkpoint_algo != "none";
   program_options.annotations = !ignore_annotations;
-  program_options.checkpoint_algorithm =
-      checkpoint_algo == "sqrtn" ? modelc::CheckpointAlgorithm::SqrtN : modelc::CheckpointAlgorithm::Greedy;
+  program_options.recompute_algorithm =
+      checkpoint_algo == "sqrtn" ? modelc::RecomputeAlgorithm::SqrtN : modelc::RecomputeAlgorithm::Greedy;
   modelc::Compilation c(opts);
   std::string text, shared_object;
   std::shared_ptr<modelc::rt::Program> program;
@@ -296,9 +296,9 @@ int main(int argc, char** argv) {
     } else if (emit == "memory") {
       modelc::ProgramOptions po = program_options;
       std::vector<modelc::BufferOrigin> origins;
-      modelc::CheckpointReport ck;
+      modelc::RecomputeReport ck;
       po.origins = &origins;
-      po.checkpoints = &ck;
+      po.recompute_report = &ck;
       po.bindings = bindings;
       po.code = false;  // the memory plan needs buffers and instructions, not kernels
       program = modelc::compile_program(c, file, po);
@@ -340,7 +340,7 @@ int main(int argc, char** argv) {
           const modelc::Graph& g = step ? *step : *r.graph;
           modelc::FusionOptions fo;
           fo.enabled = fusion;
-          fo.can_emit = [](const modelc::Graph& gr, modelc::NodeId id) { return modelc::KernelCompiler::handles(gr, id); };
+          fo.can_emit = [](const modelc::Graph& gr, modelc::NodeId id) { return modelc::CodeletCompiler::handles(gr, id); };
           if (ok) text = modelc::print_fusion(g, modelc::plan_fusion(g, fo), [&c](modelc::SourceLoc l) { return c.sources().describe(l); });
         }
       }

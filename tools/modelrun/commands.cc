@@ -10,7 +10,7 @@
 
 #include "compiler/compile_program.h"
 #include "compiler/passes/schedule.h"
-#include "compiler/support/bytes.h"
+#include "runtime/base/bytes.h"
 #include "runtime/session/checkpoint.h"
 #include "runtime/device/cuda/device.h"
 #include "runtime/device/cuda/driver.h"
@@ -81,7 +81,7 @@ std::shared_ptr<rt::Program> compile_model(const CommonOptions& c, bool train) {
   }
   po.recompute = c.recompute != "none";
   po.annotations = !c.ignore_annotations;
-  po.checkpoint_algorithm = c.recompute == "sqrtn" ? CheckpointAlgorithm::SqrtN : CheckpointAlgorithm::Greedy;
+  po.recompute_algorithm = c.recompute == "sqrtn" ? RecomputeAlgorithm::SqrtN : RecomputeAlgorithm::Greedy;
   po.batch = c.batch;
   po.streams = c.streams.value_or(1);
   po.precision = c.precision;

@@ -70,7 +70,6 @@ double bytes_of(const rt::Program& p, uint32_t b, std::span<const int64_t> vals)
   return static_cast<double>(rt::buffer_bytes(p, b, vals));
 }
 
-bool is_float(rt::ElemType t) { return t == rt::ElemType::F32 || t == rt::ElemType::F16 || t == rt::ElemType::BF16; }
 
 // The input tensors the benchmark feeds: one per input name, with the caller's shape (the
 // whole batch of a step; the session splits it into micro-batches).
@@ -162,7 +161,7 @@ std::vector<InputSpec> input_specs(const rt::Program& p, const std::string& file
     if (!s.shape.empty()) s.shape[0] *= mb;
     if (d.type == rt::ElemType::F16 || d.type == rt::ElemType::BF16)
       throw std::runtime_error(fmt::format("{}: input '{}' is {}; --compare-fusion feeds f32, i32 and bool inputs", file,
-                                           f.name, rt::elem_name(d.type)));
+                                           f.name, dtype_name(d.type)));
     shapes[f.name] = s.shape;
     specs.push_back(std::move(s));
   }
@@ -239,7 +238,7 @@ struct Diff {
   void tensor(const std::string& what, const rt::HostTensor& a, const rt::HostTensor& b) {
     if (a.type != b.type || a.shape != b.shape)
       throw std::runtime_error(fmt::format("'{}' is {}[{}] in the fused program but {}[{}] in the unfused one", what,
-                                           rt::elem_name(a.type), fmt::join(a.shape, ","), rt::elem_name(b.type),
+                                           dtype_name(a.type), fmt::join(a.shape, ","), dtype_name(b.type),
                                            fmt::join(b.shape, ",")));
     double d = 0, scale = 0;
     for (int64_t i = 0; i < a.numel(); ++i) {
@@ -314,7 +313,7 @@ std::vector<Row> bench_model(const BenchOptions& o, const std::string& file) {
   if (talk) {
     std::string s;
     for (const InputSpec& x : specs) {
-      s += fmt::format("{}{} {}[{}]", s.empty() ? "" : ", ", x.name, rt::elem_name(x.type), fmt::join(x.shape, ","));
+      s += fmt::format("{}{} {}[{}]", s.empty() ? "" : ", ", x.name, dtype_name(x.type), fmt::join(x.shape, ","));
       if (x.type == rt::ElemType::I32) s += fmt::format(" in [0, {})", x.index_bound);
     }
     fmt::print(stderr, "{}: model {}, random inputs: {}\n", file, p.model, s.empty() ? std::string("none") : s);
@@ -481,8 +480,8 @@ void print_table(const std::vector<Row>& rows, double triad, int threads, const 
     double gbs = r.cost.bytes / (r.ms * 1e-3) / 1e9;
     std::string line = fmt::format(
         "{:<28} {:<4} {:<7} {:>5} {:>9} {:>7} {:>7} {:>7.2f} {:>4} {:>9.1f} {:>7.2f} {:>6.1f} {:>9} {:>9}", r.model, r.fn,
-        r.variant, r.batch, fmt_ms(r.ms), r.fused ? fmt::format("{:.2f}x", r.speedup) : "-", r.cost.kernels,
-        r.cost.kernels ? static_cast<double>(r.cost.kernel_nodes) / static_cast<double>(r.cost.kernels) : 0.0,
+        r.variant, r.batch, fmt_ms(r.ms), r.fused ? fmt::format("{:.2f}x", r.speedup) : "-", r.cost.codelets,
+        r.cost.codelets ? static_cast<double>(r.cost.codelet_nodes) / static_cast<double>(r.cost.codelets) : 0.0,
         r.cost.library_calls, r.cost.bytes / 1e6, gbs, 100 * gbs / triad, r.fused ? fmt_diff(r.diff.abs) : "-",
         r.fused ? fmt_diff(r.diff.rel) : "-");
     if (torch) {
@@ -514,9 +513,9 @@ void print_table(const std::vector<Row>& rows, double triad, int threads, const 
 FunctionCost function_cost(const rt::Program& p, const rt::Function& fn, std::span<const int64_t> symbol_values) {
   FunctionCost c;
   for (const rt::Instr& in : fn.instrs) {
-    if (in.kind == rt::Instr::Kind::Kernel) {
-      ++c.kernels;
-      c.kernel_nodes += in.kernel < p.kernels.size() ? p.kernels[in.kernel].nodes : 1;
+    if (in.kind == rt::Instr::Kind::Codelet) {
+      ++c.codelets;
+      c.codelet_nodes += in.codelet < p.codelets.size() ? p.codelets[in.codelet].nodes : 1;
     } else {
       ++c.library_calls;
     }

@@ -31,7 +31,7 @@ int run_fusion_bench(const BenchOptions& o);
 // and of the returned outputs (each read once and written once). Sizes are evaluated
 // under `symbol_values` (Program::symbols order); an unbound symbol a size needs is an error.
 struct FunctionCost {
-  int64_t kernels = 0, library_calls = 0, kernel_nodes = 0;
+  int64_t codelets = 0, library_calls = 0, codelet_nodes = 0;
   double bytes = 0;
 };
 FunctionCost function_cost(const modelc::rt::Program& p, const modelc::rt::Function& fn,

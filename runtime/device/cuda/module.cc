@@ -73,7 +73,7 @@ CUfunction Module::function(const std::string& name) {
   return f;
 }
 
-void Module::launch(const KernelDesc& k, CUdeviceptr buffers, CUdeviceptr sizes, int64_t begin, int64_t end, CUstream stream) {
+void Module::launch(const CodeletDesc& k, CUdeviceptr buffers, CUdeviceptr sizes, int64_t begin, int64_t end, CUstream stream) {
   if (end <= begin) return;
   CUfunction f = function(k.name);
   const uint32_t grid = launch_grid(k.gpu_mapping, k.gpu_block, end - begin, ctx_.info().multiprocessors);

@@ -36,7 +36,7 @@ class Module {
   float jit_ms() const { return jit_ms_; }
 
   // Launches kernel `k` over work items [begin, end) with the ABI's four parameters.
-  void launch(const KernelDesc& k, CUdeviceptr buffers, CUdeviceptr sizes, int64_t begin, int64_t end, CUstream stream);
+  void launch(const CodeletDesc& k, CUdeviceptr buffers, CUdeviceptr sizes, int64_t begin, int64_t end, CUstream stream);
   // Launches entry point `name` (a hand kernel with its own parameters: `params` points at
   // each parameter's value, as cuLaunchKernel takes them) on a 1-D grid.
   void launch_raw(const std::string& name, uint32_t grid, uint32_t block, void** params, CUstream stream);

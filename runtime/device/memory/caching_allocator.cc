@@ -3,6 +3,8 @@
 // in live_, pending ones in pending_ (once per outstanding event).
 #include "runtime/device/memory/caching_allocator.h"
 
+#include "runtime/base/bytes.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,14 +13,6 @@
 namespace modelc::rt {
 
 namespace {
-
-std::string format_bytes(int64_t b) {
-  int64_t a = b < 0 ? -b : b;
-  if (a < 1024) return fmt::format("{} B", b);
-  if (a < (int64_t{1} << 20)) return fmt::format("{:.2f} KiB", static_cast<double>(b) / 1024.0);
-  if (a < (int64_t{1} << 30)) return fmt::format("{:.2f} MiB", static_cast<double>(b) / 1048576.0);
-  return fmt::format("{:.2f} GiB", static_cast<double>(b) / 1073741824.0);
-}
 
 void* as_ptr(uintptr_t a) { return reinterpret_cast<void*>(a); }
 int64_t i64(size_t n) { return static_cast<int64_t>(n); }

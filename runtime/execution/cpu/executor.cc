@@ -78,9 +78,9 @@ Executor::Executor(const Program& program, const Function& fn, ThreadPool& pool,
   L.lib.assign(fn.instrs.size(), nullptr);
   for (size_t i = 0; i < fn.instrs.size(); ++i) {
     const Instr& in = fn.instrs[i];
-    if (in.kind == Instr::Kind::Kernel) {
-      if (!program.kernels[in.kernel].host)
-        fail(fmt::format("kernel '{}' (instruction {} at {}) has no host code", program.kernels[in.kernel].name, i, in.where));
+    if (in.kind == Instr::Kind::Codelet) {
+      if (!program.codelets[in.codelet].host)
+        fail(fmt::format("kernel '{}' (instruction {} at {}) has no host code", program.codelets[in.codelet].name, i, in.where));
     } else {
       L.lib[i] = kernels::find_library_op(in.op);
       if (!L.lib[i]) fail(fmt::format("unknown library op '{}' at {}", in.op, in.where.empty() ? "<unknown location>" : in.where));
@@ -101,7 +101,7 @@ Executor::Executor(const Program& program, const Function& fn, ThreadPool& pool,
     const BufferDesc& d = program.buffers[b];
     if (d.role == BufferRole::Param || d.role == BufferRole::State) {
       if (b >= persistent.size() ||
-          persistent[b].bytes.size() != static_cast<size_t>(persistent[b].numel()) * elem_bytes(persistent[b].type))
+          persistent[b].bytes.size() != static_cast<size_t>(persistent[b].numel()) * dtype_bytes(persistent[b].type))
         fail(fmt::format("{} '{}' has no storage", d.role == BufferRole::Param ? "parameter" : "state", d.name));
     }
   }
@@ -144,8 +144,8 @@ void Executor::lay_out() {
     } else if (d.role == BufferRole::Param || d.role == BufferRole::State) {
       HostTensor& t = persistent_[b];
       if (t.shape != shape || t.type != d.type)
-        fail(fmt::format("persistent buffer '{}' holds {}{}, expected {}{}", d.name, elem_name(t.type), t.shape_str(),
-                         elem_name(d.type), shape_str(shape)));
+        fail(fmt::format("persistent buffer '{}' holds {}{}, expected {}{}", d.name, dtype_name(t.type), t.shape_str(),
+                         dtype_name(d.type), shape_str(shape)));
     }
   }
   if (runner_) {
@@ -168,12 +168,12 @@ const std::vector<std::pair<uint32_t, uint32_t>>& Executor::arena_hazards() cons
 void Executor::run_instr(size_t i) {
   const Instr& in = fn_.instrs[i];
   Layout& L = *layout_;
-  if (in.kind == Instr::Kind::Kernel) {
+  if (in.kind == Instr::Kind::Codelet) {
     std::vector<void*> bufs;
     bufs.reserve(in.inputs.size() + in.outputs.size());
     for (uint32_t b : in.inputs) bufs.push_back(b == kNoBuffer ? nullptr : L.ptrs[b]);
     for (uint32_t b : in.outputs) bufs.push_back(L.ptrs[b]);
-    HostKernelFn host = program_.kernels[in.kernel].host;
+    HostCodeletFn host = program_.codelets[in.codelet].host;
     const int64_t* sizes = L.fl.sizes(i).data();
     void* const* ptrs = bufs.data();
     pool_.parallel_for(L.fl.extent(i), in.grain, [&](int64_t b, int64_t e) { host(ptrs, sizes, b, e); });
@@ -242,12 +242,12 @@ std::map<std::string, HostTensor> Executor::run(std::span<const HostTensor* cons
     }
   }
   for (const auto& [from, to] : fn_.updates) {
-    size_t n = static_cast<size_t>(persistent_[to].numel()) * elem_bytes(persistent_[to].type);
+    size_t n = static_cast<size_t>(persistent_[to].numel()) * dtype_bytes(persistent_[to].type);
     const BufferDesc& src = program_.buffers[from];
     const size_t have = L.fl.bytes(from);
     if (have != n || src.type != persistent_[to].type)
       fail(fmt::format("update of '{}' from '{}': {}{} does not match {}{}", program_.buffers[to].name, src.name,
-                       elem_name(src.type), shape_str(L.fl.shape(from)), elem_name(persistent_[to].type), persistent_[to].shape_str()));
+                       dtype_name(src.type), shape_str(L.fl.shape(from)), dtype_name(persistent_[to].type), persistent_[to].shape_str()));
     if (L.ptrs[from] != persistent_[to].bytes.data() && n) std::memmove(persistent_[to].bytes.data(), L.ptrs[from], n);
   }
   std::map<std::string, HostTensor> out;

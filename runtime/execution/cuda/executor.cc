@@ -17,7 +17,7 @@ CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 }  // namespace
 
 size_t DeviceTensor::bytes() const {
-  size_t n = elem_bytes(type);
+  size_t n = dtype_bytes(type);
   for (int64_t d : shape) n *= static_cast<size_t>(d);
   return n;
 }
@@ -26,7 +26,7 @@ std::string cuda_unsupported(const Program& program) {
   bool kernels = false;
   for (const Function& fn : program.functions)
     for (const Instr& in : fn.instrs) {
-      if (in.kind == Instr::Kind::Kernel) kernels = true;
+      if (in.kind == Instr::Kind::Codelet) kernels = true;
       else if (find_cuda_library_op(in.op) == nullptr)
         return fmt::format("library op '{}' at {} has no CUDA implementation", in.op, in.where.empty() ? "<unknown location>" : in.where);
     }
@@ -104,7 +104,7 @@ CudaExecutor::CudaExecutor(const Program& program, const Function& fn, CudaDevic
     : program_(program), fn_(fn), device_(device), persistent_(persistent), layout_(program, fn, /*plan_arena=*/true) {
   bool kernels = false;
   for (const Instr& in : fn.instrs) {
-    if (in.kind == Instr::Kind::Kernel) {
+    if (in.kind == Instr::Kind::Codelet) {
       kernels = true;
     } else if (find_cuda_library_op(in.op) == nullptr) {
       layout_.fail(fmt::format("library op '{}' at {} has no CUDA implementation", in.op,
@@ -176,9 +176,9 @@ void CudaExecutor::set_profiling(bool on) {
   for (size_t i = 0; i < fn_.instrs.size(); ++i) {
     const Instr& in = fn_.instrs[i];
     InstrTime& t = profile_[i];
-    t.kernel = in.kind == Instr::Kind::Kernel;
-    t.name = t.kernel ? program_.kernels[in.kernel].name : in.op;
-    t.nodes = t.kernel ? program_.kernels[in.kernel].nodes : 1;
+    t.codelet = in.kind == Instr::Kind::Codelet;
+    t.name = t.codelet ? program_.codelets[in.codelet].name : in.op;
+    t.nodes = t.codelet ? program_.codelets[in.codelet].nodes : 1;
     t.where = in.where;
   }
 }
@@ -206,7 +206,7 @@ void CudaExecutor::prepare_tables() {
   size_t off = 0;
   for (size_t i = 0; i < fn_.instrs.size(); ++i) {
     const Instr& in = fn_.instrs[i];
-    if (in.kind != Instr::Kind::Kernel) continue;
+    if (in.kind != Instr::Kind::Codelet) continue;
     table_offset_[i] = off;
     off += 8 * (in.inputs.size() + in.outputs.size() + layout_.sizes(i).size());
   }
@@ -233,8 +233,8 @@ void CudaExecutor::enqueue_instr(size_t i, const std::vector<uint8_t*>& ptr, uin
   if (multi)
     for (uint32_t e : stream_events_.waits[i]) MODELC_CU(drv, cuStreamWaitEvent(stream, cu_events_[e], 0));
   if (profiling_) MODELC_CU(drv, cuEventRecord(events_[2 * i], stream));
-  if (in.kind == Instr::Kind::Kernel) {
-    const KernelDesc& kd = program_.kernels[in.kernel];
+  if (in.kind == Instr::Kind::Codelet) {
+    const CodeletDesc& kd = program_.codelets[in.codelet];
     const size_t n_ptrs = in.inputs.size() + in.outputs.size();
     const CUdeviceptr t = dptr(tables + table_offset_[i]);
     module->launch(kd, t, layout_.sizes(i).empty() ? 0 : t + 8 * n_ptrs, 0, layout_.extent(i), stream);
@@ -335,8 +335,8 @@ std::unique_ptr<CudaRun> CudaExecutor::launch(std::span<const HostTensor* const>
       if (!layout_.used(static_cast<uint32_t>(b)) || (d.role != BufferRole::Param && d.role != BufferRole::State)) continue;
       const DeviceTensor& t = persistent_[b];
       if (t.shape != layout_.shape(static_cast<uint32_t>(b)) || t.type != d.type)
-        layout_.fail(fmt::format("persistent buffer '{}' holds {}{}, expected {}{}", d.name, elem_name(t.type),
-                                 shape_str(t.shape), elem_name(d.type), shape_str(layout_.shape(static_cast<uint32_t>(b)))));
+        layout_.fail(fmt::format("persistent buffer '{}' holds {}{}, expected {}{}", d.name, dtype_name(t.type),
+                                 shape_str(t.shape), dtype_name(d.type), shape_str(layout_.shape(static_cast<uint32_t>(b)))));
       ptr[b] = static_cast<uint8_t*>(t.data);
     }
     // Every kernel's tables, filled in pinned memory and copied up on stream 0 in one go.
@@ -345,7 +345,7 @@ std::unique_ptr<CudaRun> CudaExecutor::launch(std::span<const HostTensor* const>
       auto* image = reinterpret_cast<uint64_t*>(r.pinned_for(table_bytes_, s0));
       for (size_t i = 0; i < fn_.instrs.size(); ++i) {
         const Instr& in = fn_.instrs[i];
-        if (in.kind != Instr::Kind::Kernel) continue;
+        if (in.kind != Instr::Kind::Codelet) continue;
         size_t k = table_offset_[i] / 8;
         for (uint32_t b : in.inputs) image[k++] = b == kNoBuffer ? 0 : dptr(ptr[b]);
         for (uint32_t b : in.outputs) image[k++] = dptr(ptr[b]);
@@ -365,7 +365,7 @@ std::unique_ptr<CudaRun> CudaExecutor::launch(std::span<const HostTensor* const>
         enqueue_instr(i, ptr, tables, module);
       } catch (const CudaError& e) {
         const Instr& in = fn_.instrs[i];
-        throw CudaError(fmt::format("{} at {}: {}", in.kind == Instr::Kind::Kernel ? "kernel '" + program_.kernels[in.kernel].name + "'"
+        throw CudaError(fmt::format("{} at {}: {}", in.kind == Instr::Kind::Codelet ? "kernel '" + program_.codelets[in.codelet].name + "'"
                                                                                    : "library op '" + in.op + "'",
                                     in.where, e.what()),
                         e.code());
@@ -382,7 +382,7 @@ std::unique_ptr<CudaRun> CudaExecutor::launch(std::span<const HostTensor* const>
       const BufferDesc& src = program_.buffers[from];
       if (layout_.bytes(from) != n || src.type != persistent_[to].type)
         layout_.fail(fmt::format("update of '{}' from '{}': {}{} does not match {}{}", program_.buffers[to].name, src.name,
-                                 elem_name(src.type), shape_str(layout_.shape(from)), elem_name(persistent_[to].type),
+                                 dtype_name(src.type), shape_str(layout_.shape(from)), dtype_name(persistent_[to].type),
                                  shape_str(persistent_[to].shape)));
       if (ptr[from] != persistent_[to].data && n > 0)
         MODELC_CU(drv, cuMemcpyDtoDAsync_v2(dptr(persistent_[to].data), dptr(ptr[from]), n, s0));

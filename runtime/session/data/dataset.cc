@@ -165,8 +165,8 @@ Dataset::Dataset(Examples all, std::optional<Examples> test, Vocab vocab, uint64
 
 void Dataset::check_input(const std::string& input, ElemType type, const std::vector<int64_t>& example_shape) const {
   if (type != feature_type())
-    throw DataError(fmt::format("{}: the data gives {} features, input '{}' is {}", origin(), elem_name(feature_type()),
-                                input, elem_name(type)));
+    throw DataError(fmt::format("{}: the data gives {} features, input '{}' is {}", origin(), dtype_name(feature_type()),
+                                input, dtype_name(type)));
   if (numel(example_shape) != feature_numel())
     throw DataError(fmt::format("{}: input '{}' wants examples of shape {} ({} values), the data gives {} ({} values)",
                                 origin(), input, shape_str(example_shape), numel(example_shape),
@@ -184,7 +184,7 @@ void Dataset::gather(Split split, std::span<const int64_t> pos, const std::vecto
   lshape.insert(lshape.end(), src.label_shape.begin(), src.label_shape.end());
   features = HostTensor(src.feature_type, fshape);
   labels = HostTensor(ElemType::I32, lshape);
-  const int64_t fb = src.feature_numel() * static_cast<int64_t>(elem_bytes(src.feature_type));
+  const int64_t fb = src.feature_numel() * static_cast<int64_t>(dtype_bytes(src.feature_type));
   const int64_t ln = src.label_numel();
   for (int64_t b = 0; b < n; ++b) {
     const int64_t p = pos[static_cast<size_t>(b)];

@@ -1,4 +1,4 @@
-#include "compiler/passes/checkpoint.h"
+#include "compiler/passes/recompute_placement.h"
 
 #include "compiler/ir/op_registry.h"
 
@@ -36,8 +36,8 @@ std::vector<NodeId> merged(const std::vector<NodeId>& a, const std::vector<NodeI
 
 }  // namespace
 
-CheckpointPlacement place_checkpoints(const Graph& step, const CheckpointOptions& o) {
-  CheckpointPlacement r;
+RecomputePlacement place_recomputation(const Graph& step, const PlacementOptions& o) {
+  RecomputePlacement r;
   for (NodeId id = 0; id < step.nodes.size(); ++id) r.step_flops += node_flops(step, id, o.dims);
   const std::vector<NodeId> base = o.annotations ? annotated_drop(step) : std::vector<NodeId>{};
   auto finish = [&](const std::vector<NodeId>& drop) {
@@ -55,7 +55,7 @@ CheckpointPlacement place_checkpoints(const Graph& step, const CheckpointOptions
   }
   const int64_t budget = *o.budget;
   r.peak_before = peak({});
-  if (o.algorithm == CheckpointAlgorithm::SqrtN) {
+  if (o.algorithm == RecomputeAlgorithm::SqrtN) {
     r.algorithm = "sqrt(n)";
     std::vector<NodeId> drop = merged(base, sqrt_n_drop(step, bytes_under(o.dims)));
     r.peak_after = peak(drop);

@@ -26,8 +26,8 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
-#include "compiler/codegen/kernel_emit.h"
-#include "compiler/codegen/kernels_impl.h"
+#include "compiler/codegen/codelet_emit.h"
+#include "compiler/codegen/codelets_impl.h"
 #include "compiler/ir/op_registry.h"
 
 namespace modelc {
@@ -37,7 +37,7 @@ class GroupEmitter {
  public:
   // A reduce group's kernel of `phase` under `plan` (kernels_reduce.cc): the Partial and
   // Finish kernels of a two-phase reduction have the scratch buffer after the inputs.
-  GroupEmitter(KernelBuilder& kb, const Graph& g, const FusionGroup& grp, ReducePhase phase = ReducePhase::Whole,
+  GroupEmitter(CodeletBuilder& kb, const Graph& g, const FusionGroup& grp, ReducePhase phase = ReducePhase::Whole,
                const ReducePlan& plan = {})
       : kb_(kb), g_(g), grp_(grp), members_(grp.nodes.begin(), grp.nodes.end()), phase_(phase), plan_(plan) {
     size_t slot = 0;
@@ -91,7 +91,7 @@ class GroupEmitter {
   static Key key(const Value& v) { return {v.node, v.index}; }
 
   // A loop group whose members read a broadcast operand at i % n runs rows of n work items
-  // with the columns inside (KernelBuilder::split_index): the reads become affine in the
+  // with the columns inside (CodeletBuilder::split_index): the reads become affine in the
   // inner loop, which the vectorizer then takes (with i % n it prices them as gathers and
   // keeps the loop scalar). The n most members divide by wins; a small constant n (a few
   // classes) is not worth a loop of its own.
@@ -170,7 +170,7 @@ class GroupEmitter {
     throw InternalError(fmt::format("kernel compiler: constant of type {}", n.outputs[0].str()));
   }
 
-  KernelBuilder& kb_;
+  CodeletBuilder& kb_;
   const Graph& g_;
   const FusionGroup& grp_;
   std::set<NodeId> members_;
@@ -198,7 +198,7 @@ void verify(const std::string& name, llvm::Function* body, llvm::Function* wrapp
 
 }  // namespace
 
-EmittedKernel KernelCompiler::emit_group(const Graph& g, const FusionGroup& grp, const std::vector<bool>& inlined,
+EmittedCodelet CodeletCompiler::emit_group(const Graph& g, const FusionGroup& grp, const std::vector<bool>& inlined,
                                          const EmitOptions& options) {
   Impl& im = *impl_;
   if (im.finished) throw InternalError("kernel compiler: emit() after finish()");
@@ -213,17 +213,17 @@ EmittedKernel KernelCompiler::emit_group(const Graph& g, const FusionGroup& grp,
   };
   // One kernel, both flavours; a reduce group's kernel of `phase` under `plan`.
   auto emit_kernel = [&](uint32_t nodes, ReducePhase phase, const ReducePlan& plan, const char* suffix) {
-    const auto index = static_cast<uint32_t>(im.kernels.size());
+    const auto index = static_cast<uint32_t>(im.codelets.size());
     std::string name = fmt::format("k{}_{}", index, op_name(g.node(named).op));
     if (nodes > 1) name += fmt::format("_x{}", nodes);
     name += suffix;
-    KernelBuilder kb(*im.module, im.symbols, name + ".body");
+    CodeletBuilder kb(*im.module, im.symbols, name + ".body");
     kb.training = options.training;
     rt::SizeExpr extent = GroupEmitter(kb, g, grp, phase, plan).emit();
     kb.finish();
     llvm::Function* host = emit_host_wrapper(*im.module, kb.fn, name, kb.split());
     verify(name, kb.fn, host);
-    Impl::Kernel k;
+    Impl::Codelet k;
     k.name = name;
     k.body = kb.fn;
     const GpuShape shape = choose_gpu_shape(g, grp, plan, phase);
@@ -232,7 +232,7 @@ EmittedKernel KernelCompiler::emit_group(const Graph& g, const FusionGroup& grp,
     k.nodes = nodes;
     std::vector<rt::SizeExpr> sizes = std::move(kb.sizes);
     if (im.gpu_module) {
-      KernelBuilder gb(*im.gpu_module, im.symbols, name + ".body", KernelTarget::Gpu, shape);
+      CodeletBuilder gb(*im.gpu_module, im.symbols, name + ".body", KernelTarget::Gpu, shape);
       gb.training = options.training;
       gb.seed_sizes(sizes);  // the host's slots first: both flavours read one table
       GroupEmitter(gb, g, grp, phase, plan).emit();
@@ -240,21 +240,21 @@ EmittedKernel KernelCompiler::emit_group(const Graph& g, const FusionGroup& grp,
       verify(name, gb.fn, emit_gpu_kernel(*im.gpu_module, gb.fn, name, shape, gb.direct_buffers()));
       sizes = std::move(gb.sizes);
     }
-    im.kernels.push_back(std::move(k));
-    return EmittedKernel{index, std::move(sizes), std::move(extent), kb.grain, std::nullopt};
+    im.codelets.push_back(std::move(k));
+    return EmittedCodelet{index, std::move(sizes), std::move(extent), kb.grain, std::nullopt};
   };
   const ReducePlan plan = grp.kind == FusionGroup::Kind::Reduce ? plan_reduction(g, g.node(grp.anchor)) : ReducePlan{};
   if (plan.chunks == 1) return emit_kernel(real([](NodeId) { return true; }), ReducePhase::Whole, plan, "");
   // Two phases: the prologue and the chunks' partials, then the partials' combination and
   // the epilogue (each kernel counts the members on its side of the anchor, and the anchor).
-  EmittedKernel part = emit_kernel(real([&](NodeId id) { return id <= grp.anchor; }), ReducePhase::Partial, plan, "_partial");
-  EmittedKernel k = emit_kernel(real([&](NodeId id) { return id >= grp.anchor; }), ReducePhase::Finish, plan, "");
-  k.partial = EmittedKernel::Partial{part.kernel, std::move(part.sizes), std::move(part.extent), part.grain,
+  EmittedCodelet part = emit_kernel(real([&](NodeId id) { return id <= grp.anchor; }), ReducePhase::Partial, plan, "_partial");
+  EmittedCodelet k = emit_kernel(real([&](NodeId id) { return id >= grp.anchor; }), ReducePhase::Finish, plan, "");
+  k.partial = EmittedCodelet::Partial{part.codelet, std::move(part.sizes), std::move(part.extent), part.grain,
                                      plan.scratch_type, plan.scratch_elements};
   return k;
 }
 
-EmittedKernel KernelCompiler::emit_horizontal(const Graph& g, const std::vector<const FusionGroup*>& groups,
+EmittedCodelet CodeletCompiler::emit_horizontal(const Graph& g, const std::vector<const FusionGroup*>& groups,
                                               const std::vector<bool>& inlined, const EmitOptions& options) {
   Impl& im = *impl_;
   if (im.finished) throw InternalError("kernel compiler: emit() after finish()");
@@ -268,7 +268,7 @@ EmittedKernel KernelCompiler::emit_horizontal(const Graph& g, const std::vector<
     }
     inputs += grp->inputs.size();
   }
-  const auto index = static_cast<uint32_t>(im.kernels.size());
+  const auto index = static_cast<uint32_t>(im.codelets.size());
   const std::string name = fmt::format("k{}_horizontal_x{}", index, groups.size());
   // Segment s's buffer k: its inputs among all inputs, its outputs among all outputs.
   std::vector<std::vector<size_t>> maps;
@@ -288,7 +288,7 @@ EmittedKernel KernelCompiler::emit_horizontal(const Graph& g, const std::vector<
   rt::SizeExpr total;
   std::vector<rt::SizeExpr> extents;
   for (size_t s = 0; s < groups.size(); ++s) {
-    KernelBuilder kb(*im.module, im.symbols, fmt::format("{}.body{}", name, s));
+    CodeletBuilder kb(*im.module, im.symbols, fmt::format("{}.body{}", name, s));
     kb.training = options.training;
     kb.buffer_map = maps[s];
     kb.seed_sizes(sizes);
@@ -304,7 +304,7 @@ EmittedKernel KernelCompiler::emit_horizontal(const Graph& g, const std::vector<
   }
   llvm::Function* wrapper = emit_host_horizontal(*im.module, name, host);
   for (const Segment& seg : host) verify(name, seg.body, wrapper);
-  Impl::Kernel k;
+  Impl::Codelet k;
   k.name = name;
   k.body = host.front().body;
   k.gpu_mapping = rt::GpuMapping::Thread;
@@ -312,7 +312,7 @@ EmittedKernel KernelCompiler::emit_horizontal(const Graph& g, const std::vector<
   k.nodes = nodes;
   if (im.gpu_module) {
     for (size_t s = 0; s < groups.size(); ++s) {
-      KernelBuilder gb(*im.gpu_module, im.symbols, fmt::format("{}.body{}", name, s), KernelTarget::Gpu, GpuShape{false, k.gpu_block});
+      CodeletBuilder gb(*im.gpu_module, im.symbols, fmt::format("{}.body{}", name, s), KernelTarget::Gpu, GpuShape{false, k.gpu_block});
       gb.training = options.training;
       gb.buffer_map = maps[s];
       gb.seed_sizes(sizes);
@@ -324,8 +324,8 @@ EmittedKernel KernelCompiler::emit_horizontal(const Graph& g, const std::vector<
     llvm::Function* kernel = emit_gpu_horizontal(*im.gpu_module, name, gpu, k.gpu_block);
     for (const Segment& seg : gpu) verify(name, seg.body, kernel);
   }
-  im.kernels.push_back(std::move(k));
-  return EmittedKernel{index, std::move(sizes), std::move(total), 4096, std::nullopt};
+  im.codelets.push_back(std::move(k));
+  return EmittedCodelet{index, std::move(sizes), std::move(total), 4096, std::nullopt};
 }
 
 }  // namespace modelc

@@ -1,4 +1,4 @@
-// Checkpoint placement: which activations of the train step to keep for the backward pass
+// Recomputation placement: which activations of the train step to keep for the backward pass
 // and which to recompute there, so that the step's predicted peak memory fits a budget.
 //
 // Reads: a train-step graph (compiler/passes/train_step.h) and a cost oracle that predicts
@@ -34,11 +34,11 @@
 
 namespace modelc {
 
-enum class CheckpointAlgorithm : uint8_t { Greedy, SqrtN };
+enum class RecomputeAlgorithm : uint8_t { Greedy, SqrtN };
 
-struct CheckpointOptions {
+struct PlacementOptions {
   std::optional<int64_t> budget;  // bytes; none: only the @checkpoint annotations
-  CheckpointAlgorithm algorithm = CheckpointAlgorithm::Greedy;
+  RecomputeAlgorithm algorithm = RecomputeAlgorithm::Greedy;
   bool annotations = true;  // honour @checkpoint (false: only what the budget needs)
   // The predicted peak of a (recomputed) train step, in bytes.
   std::function<int64_t(const Graph&)> peak;
@@ -46,7 +46,7 @@ struct CheckpointOptions {
   std::map<std::string, int64_t> dims;
 };
 
-struct CheckpointPlacement {
+struct RecomputePlacement {
   std::vector<NodeId> drop;   // forward nodes of the step to recompute, in node order
   bool fits = true;           // the peak with `drop` is within the budget (true without one)
   int64_t peak_before = 0;    // with nothing recomputed (0 when not evaluated: no budget)
@@ -58,8 +58,8 @@ struct CheckpointPlacement {
 };
 
 // What a compilation recomputed, for --emit=memory.
-struct CheckpointReport {
-  CheckpointPlacement placement;
+struct RecomputeReport {
+  RecomputePlacement placement;
   std::optional<int64_t> budget;
   struct Value {
     std::string what, where;  // op and node ("gelu %41"), source line
@@ -70,7 +70,7 @@ struct CheckpointReport {
 };
 
 // Chooses the drop set. Without a budget: annotated_drop, peaks not evaluated.
-CheckpointPlacement place_checkpoints(const Graph& step, const CheckpointOptions& o);
+RecomputePlacement place_recomputation(const Graph& step, const PlacementOptions& o);
 
 // The FLOPs of evaluating node `id` once, under `dims` (recompute_flops evaluated; 0 when
 // it cannot be evaluated).

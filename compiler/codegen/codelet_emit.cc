@@ -1,6 +1,6 @@
 // The body builder of one kernel: arguments, size table, buffer access, loops, and the
 // host forms of the target-dependent primitives (the GPU forms: gpu_primitives.cc).
-#include "compiler/codegen/kernel_emit.h"
+#include "compiler/codegen/codelet_emit.h"
 
 #include <fmt/format.h>
 #include <llvm/IR/Intrinsics.h>
@@ -33,7 +33,7 @@ int64_t estimate(const Shape& s) {
   return n;
 }
 
-KernelBuilder::KernelBuilder(llvm::Module& m, SymbolTable& syms, const std::string& body_name, KernelTarget t,
+CodeletBuilder::CodeletBuilder(llvm::Module& m, SymbolTable& syms, const std::string& body_name, KernelTarget t,
                              GpuShape shape)
     : ctx(m.getContext()), module(m), symbols(syms), b(m.getContext()), target(t), gpu(shape) {
   llvm::Type* ptr = b.getPtrTy();
@@ -72,7 +72,7 @@ KernelBuilder::KernelBuilder(llvm::Module& m, SymbolTable& syms, const std::stri
   }
 }
 
-void KernelBuilder::seed_sizes(const std::vector<rt::SizeExpr>& table) {
+void CodeletBuilder::seed_sizes(const std::vector<rt::SizeExpr>& table) {
   if (!sizes.empty()) throw InternalError("kernel compiler: seed_sizes() after the body read a size");
   for (const rt::SizeExpr& e : table) {
     sizes.push_back(e);
@@ -80,7 +80,7 @@ void KernelBuilder::seed_sizes(const std::vector<rt::SizeExpr>& table) {
   }
 }
 
-llvm::Value* KernelBuilder::invariant_load(llvm::Type* t, llvm::Value* base, size_t k, const char* name) {
+llvm::Value* CodeletBuilder::invariant_load(llvm::Type* t, llvm::Value* base, size_t k, const char* name) {
   // The tables never change while a kernel runs: invariant loads let the loop that calls
   // the body hoist them.
   llvm::IRBuilder<> eb(alloca_point_);
@@ -90,12 +90,12 @@ llvm::Value* KernelBuilder::invariant_load(llvm::Type* t, llvm::Value* base, siz
   return l;
 }
 
-llvm::Value* KernelBuilder::size(const Dim& d) {
+llvm::Value* CodeletBuilder::size(const Dim& d) {
   if (d.is_const()) return c64(d.const_value());
   return size(symbols.size(d));
 }
 
-llvm::Value* KernelBuilder::size(const rt::SizeExpr& e) {
+llvm::Value* CodeletBuilder::size(const rt::SizeExpr& e) {
   if (e.is_constant()) return c64(e.eval({}));
   for (size_t k = 0; k < sizes.size(); ++k)
     if (same_size(sizes[k], e)) return size_values_[k];
@@ -104,7 +104,7 @@ llvm::Value* KernelBuilder::size(const rt::SizeExpr& e) {
   return size_values_.back();
 }
 
-llvm::Value* KernelBuilder::buffer(size_t k) {
+llvm::Value* CodeletBuilder::buffer(size_t k) {
   if (buffer_values_.size() <= k) buffer_values_.resize(k + 1, nullptr);
   if (!buffer_values_[k]) {
     llvm::Value* p = invariant_load(b.getPtrTy(), buffers_, buffer_map.empty() ? k : buffer_map.at(k), "buf");
@@ -118,13 +118,13 @@ llvm::Value* KernelBuilder::buffer(size_t k) {
   return buffer_values_[k];
 }
 
-llvm::Value* KernelBuilder::element_ptr(llvm::Type* et, size_t buf, llvm::Value* offset) {
+llvm::Value* CodeletBuilder::element_ptr(llvm::Type* et, size_t buf, llvm::Value* offset) {
   if (direct_.size() <= buf) direct_.resize(buf + 1, false);
   if (offset == index) direct_[buf] = true;
   return b.CreateInBoundsGEP(et, buffer(buf), offset);
 }
 
-llvm::Value* KernelBuilder::load(DType t, size_t buf, llvm::Value* offset) {
+llvm::Value* CodeletBuilder::load(DType t, size_t buf, llvm::Value* offset) {
   llvm::Type* et = elem_type(ctx, t);
   llvm::Value* v = b.CreateLoad(et, element_ptr(et, buf, offset));
   if (t == DType::Bool) v = b.CreateICmpNE(v, b.getInt8(0));
@@ -132,7 +132,7 @@ llvm::Value* KernelBuilder::load(DType t, size_t buf, llvm::Value* offset) {
   return v;
 }
 
-llvm::Value* KernelBuilder::load_input(DType t, size_t buf, llvm::Value* offset) {
+llvm::Value* CodeletBuilder::load_input(DType t, size_t buf, llvm::Value* offset) {
   llvm::Type* et = elem_type(ctx, t);
   llvm::LoadInst* l = b.CreateLoad(et, element_ptr(et, buf, offset));
   l->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx, {}));
@@ -142,14 +142,14 @@ llvm::Value* KernelBuilder::load_input(DType t, size_t buf, llvm::Value* offset)
   return v;
 }
 
-bool KernelBuilder::available(llvm::Value* v) const {
+bool CodeletBuilder::available(llvm::Value* v) const {
   auto* inst = llvm::dyn_cast<llvm::Instruction>(v);
   if (!inst) return true;
   const llvm::BasicBlock* bb = inst->getParent();
   return bb == b.GetInsertBlock() || bb == &fn->getEntryBlock();
 }
 
-void KernelBuilder::store(DType t, size_t buf, llvm::Value* offset, llvm::Value* v) {
+void CodeletBuilder::store(DType t, size_t buf, llvm::Value* offset, llvm::Value* v) {
   llvm::Type* et = elem_type(ctx, t);
   if (t == DType::F16 || t == DType::BF16) v = f32_to_low(b, convert(v, DType::F32), t);
   else v = convert(v, t);
@@ -157,7 +157,7 @@ void KernelBuilder::store(DType t, size_t buf, llvm::Value* offset, llvm::Value*
   b.CreateStore(v, element_ptr(et, buf, offset));
 }
 
-llvm::Value* KernelBuilder::convert(llvm::Value* v, DType to) {
+llvm::Value* CodeletBuilder::convert(llvm::Value* v, DType to) {
   llvm::Type* from = v->getType();
   switch (to) {
     case DType::F32:
@@ -183,19 +183,19 @@ llvm::Value* KernelBuilder::convert(llvm::Value* v, DType to) {
   throw InternalError(fmt::format("kernel compiler: cannot convert a value to {}", dtype_name(to)));
 }
 
-llvm::AllocaInst* KernelBuilder::var(llvm::Type* t, llvm::Value* init) {
+llvm::AllocaInst* CodeletBuilder::var(llvm::Type* t, llvm::Value* init) {
   llvm::IRBuilder<> eb(alloca_point_);
   llvm::AllocaInst* a = eb.CreateAlloca(t);
   b.CreateStore(init, a);
   return a;
 }
 
-void KernelBuilder::split_index(const Dim& n) {
+void CodeletBuilder::split_index(const Dim& n) {
   if (target != KernelTarget::Host) throw InternalError("kernel compiler: split_index() on a GPU body");
   split_size_ = size(n);
 }
 
-std::optional<KernelBuilder::Split> KernelBuilder::split() const {
+std::optional<CodeletBuilder::Split> CodeletBuilder::split() const {
   if (!split_size_) return std::nullopt;
   if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(split_size_)) return Split{c->getSExtValue(), 0};
   for (size_t k = 0; k < size_values_.size(); ++k)
@@ -203,27 +203,27 @@ std::optional<KernelBuilder::Split> KernelBuilder::split() const {
   throw InternalError("kernel compiler: the split size is not in the size table");
 }
 
-llvm::Value* KernelBuilder::div(llvm::Value* a, llvm::Value* d) {
+llvm::Value* CodeletBuilder::div(llvm::Value* a, llvm::Value* d) {
   if (split_size_ && a == index && d == split_size_) return row_;
   if (auto it = divmod_.find({a, d}); it != divmod_.end()) return it->second.first;
   return b.CreateUDiv(a, d);
 }
 
-llvm::Value* KernelBuilder::rem(llvm::Value* a, llvm::Value* d) {
+llvm::Value* CodeletBuilder::rem(llvm::Value* a, llvm::Value* d) {
   if (split_size_ && a == index && d == split_size_) return col_;
   if (auto it = divmod_.find({a, d}); it != divmod_.end()) return it->second.second;
   return b.CreateURem(a, d);
 }
 
-void KernelBuilder::known_divmod(llvm::Value* v, llvm::Value* d, llvm::Value* q, llvm::Value* r) {
+void CodeletBuilder::known_divmod(llvm::Value* v, llvm::Value* d, llvm::Value* q, llvm::Value* r) {
   divmod_[{v, d}] = {q, r};
 }
 
-void KernelBuilder::loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body) {
+void CodeletBuilder::loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body) {
   strided_loop(c64(0), n, c64(1), body);
 }
 
-std::vector<llvm::Value*> KernelBuilder::reduce_loop(const std::vector<llvm::Value*>& extents,
+std::vector<llvm::Value*> CodeletBuilder::reduce_loop(const std::vector<llvm::Value*>& extents,
                                                      const std::vector<Accumulator>& accs, const Element& element) {
   if (cooperative() && !extents.empty()) return block_reduce(extents, accs, element);
   // Sequential: nested loops, the accumulators in mutable locals.
@@ -250,24 +250,24 @@ std::vector<llvm::Value*> KernelBuilder::reduce_loop(const std::vector<llvm::Val
   return out;
 }
 
-llvm::Value* KernelBuilder::reduce_loop(llvm::Value* n, const Accumulator& acc,
+llvm::Value* CodeletBuilder::reduce_loop(llvm::Value* n, const Accumulator& acc,
                                         const std::function<llvm::Value*(llvm::Value*)>& element) {
   return reduce_loop(std::vector<llvm::Value*>{n}, {acc}, [&](const std::vector<llvm::Value*>& k) {
     return std::vector<llvm::Value*>{element(k[0])};
   })[0];
 }
 
-void KernelBuilder::parallel_loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body) {
+void CodeletBuilder::parallel_loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body) {
   if (cooperative()) block_parallel_loop(n, body);
   else loop(n, body);
 }
 
-void KernelBuilder::single(const std::function<void()>& body) {
+void CodeletBuilder::single(const std::function<void()>& body) {
   if (cooperative()) block_single(body);
   else body();
 }
 
-void KernelBuilder::when(llvm::Value* cond, const std::function<void()>& body) {
+void CodeletBuilder::when(llvm::Value* cond, const std::function<void()>& body) {
   auto* run = llvm::BasicBlock::Create(ctx, "when", fn);
   auto* join = llvm::BasicBlock::Create(ctx, "when.join", fn);
   b.CreateCondBr(cond, run, join);
@@ -277,7 +277,7 @@ void KernelBuilder::when(llvm::Value* cond, const std::function<void()>& body) {
   b.SetInsertPoint(join);
 }
 
-void KernelBuilder::hinted_loop(llvm::Value* n, bool vectorize, const std::function<void(llvm::Value*)>& body) {
+void CodeletBuilder::hinted_loop(llvm::Value* n, bool vectorize, const std::function<void(llvm::Value*)>& body) {
   llvm::AllocaInst* k = var(i64(), c64(0));
   auto* head = llvm::BasicBlock::Create(ctx, "hloop", fn);
   auto* inner = llvm::BasicBlock::Create(ctx, "hbody", fn);
@@ -302,7 +302,7 @@ void KernelBuilder::hinted_loop(llvm::Value* n, bool vectorize, const std::funct
   b.SetInsertPoint(exit);
 }
 
-void KernelBuilder::tile_reduce(int64_t width, llvm::Value* cols, const std::vector<llvm::Value*>& extents,
+void CodeletBuilder::tile_reduce(int64_t width, llvm::Value* cols, const std::vector<llvm::Value*>& extents,
                                 const std::vector<Accumulator>& accs, const TileElement& element, const TileDone& done) {
   if (cooperative()) return block_tile_reduce(width, cols, extents, accs, element, done);
   if (target == KernelTarget::Gpu) {
@@ -386,7 +386,7 @@ void KernelBuilder::tile_reduce(int64_t width, llvm::Value* cols, const std::vec
   b.SetInsertPoint(join);
 }
 
-void KernelBuilder::finish() {
+void CodeletBuilder::finish() {
   b.CreateRetVoid();
   alloca_point_->eraseFromParent();
   alloca_point_ = nullptr;

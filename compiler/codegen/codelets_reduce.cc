@@ -3,13 +3,13 @@
 // sum / mean / max (emit_reduction): one output element per work item, a reduction over
 // the reduced elements; a column reduction (the innermost axis kept: bias gradients) takes
 // a tile of kTile (16) consecutive output columns per work item instead, its rows outside
-// and its columns inside (KernelBuilder::tile_reduce), so that it reads contiguous columns
+// and its columns inside (CodeletBuilder::tile_reduce), so that it reads contiguous columns
 // that vectorize rather than one column with a stride. cross_entropy: one work item that
 // reduces over every position. softmax / log_softmax / layer_norm: one lane along the
 // op's axis per work item: reductions over the lane, then a pass that writes it. The loops
-// are KernelBuilder's primitives (reduce_loop, tile_reduce, parallel_loop), so the same
+// are CodeletBuilder's primitives (reduce_loop, tile_reduce, parallel_loop), so the same
 // code gives the host's sequential loops and a GPU block's cooperative ones
-// (compiler/codegen/kernel_emit.h).
+// (compiler/codegen/codelet_emit.h).
 //
 // Two phases (plan_reduction; compiler/codegen/reduce_plan.cc has the constants): a
 // reduction with fewer than kFewItems (64) work items (a loss, a squared gradient norm)
@@ -43,17 +43,17 @@
 #include <fmt/format.h>
 #include <llvm/IR/Intrinsics.h>
 
-#include "compiler/codegen/kernel_emit.h"
+#include "compiler/codegen/codelet_emit.h"
 #include "compiler/codegen/reduce_plan.h"
 #include "compiler/ir/op_registry.h"
 
 namespace modelc {
 namespace {
 
-llvm::Value* dconst(KernelBuilder& kb, double v) { return llvm::ConstantFP::get(kb.b.getDoubleTy(), v); }
+llvm::Value* dconst(CodeletBuilder& kb, double v) { return llvm::ConstantFP::get(kb.b.getDoubleTy(), v); }
 
 // acc + v in f64 with reassociation allowed (so the vectorizer may split the sum).
-llvm::Value* fadd_reassoc(KernelBuilder& kb, llvm::Value* acc, llvm::Value* v) {
+llvm::Value* fadd_reassoc(CodeletBuilder& kb, llvm::Value* acc, llvm::Value* v) {
   llvm::FastMathFlags fmf;
   fmf.setAllowReassoc();
   llvm::Value* r = kb.b.CreateFAdd(acc, v);
@@ -62,14 +62,14 @@ llvm::Value* fadd_reassoc(KernelBuilder& kb, llvm::Value* acc, llvm::Value* v) {
 }
 
 // The reference's NaN-sticky max: once acc is NaN it stays; a NaN value makes it NaN.
-llvm::Value* max_nan(KernelBuilder& kb, llvm::Value* acc, llvm::Value* v) {
+llvm::Value* max_nan(CodeletBuilder& kb, llvm::Value* acc, llvm::Value* v) {
   auto& b = kb.b;
   llvm::Value* pick = b.CreateSelect(b.CreateFCmpUGT(v, acc), v, acc);
   return b.CreateSelect(b.CreateFCmpUNO(acc, acc), acc, pick);
 }
 
 // std::max(m, x) of the softmax reference: (m < x) ? x : m (a NaN x leaves m).
-llvm::Value* std_max(KernelBuilder& kb, llvm::Value* m, llvm::Value* x) {
+llvm::Value* std_max(CodeletBuilder& kb, llvm::Value* m, llvm::Value* x) {
   return kb.b.CreateSelect(kb.b.CreateFCmpOLT(m, x), x, m);
 }
 
@@ -81,7 +81,7 @@ struct Lane {
   llvm::Value* n;
 };
 
-Lane lane(KernelBuilder& kb, const Shape& s, size_t axis, llvm::Value* w) {
+Lane lane(CodeletBuilder& kb, const Shape& s, size_t axis, llvm::Value* w) {
   Dim inner = 1;
   for (size_t d = axis + 1; d < s.size(); ++d) inner = inner * s[d];
   llvm::Value* n = kb.size(s[axis]);
@@ -92,19 +92,19 @@ Lane lane(KernelBuilder& kb, const Shape& s, size_t axis, llvm::Value* w) {
 }
 
 // Accumulators: the f64 sum with reassociation, and the softmax reference's max.
-KernelBuilder::Accumulator sum_f64(KernelBuilder& kb) {
+CodeletBuilder::Accumulator sum_f64(CodeletBuilder& kb) {
   return {kb.b.getDoubleTy(), dconst(kb, 0), [&kb](llvm::Value* a, llvm::Value* v) { return fadd_reassoc(kb, a, v); }};
 }
 
-KernelBuilder::Accumulator max_f32(KernelBuilder& kb) {
+CodeletBuilder::Accumulator max_f32(CodeletBuilder& kb) {
   return {kb.b.getFloatTy(), llvm::ConstantFP::getInfinity(kb.b.getFloatTy(), true),
           [&kb](llvm::Value* a, llvm::Value* v) { return std_max(kb, a, v); }};
 }
 
 // The max and the f64 sum of exp(x - max) along a lane of f32 input 0. With `row`, the lane
 // is row `row` of a contiguous [rows, l.n] (stride 1), and the builder learns each
-// offset's quotient and remainder by l.n (KernelBuilder::known_divmod).
-std::pair<llvm::Value*, llvm::Value*> max_and_sum_exp(KernelBuilder& kb, const Reader& read, const Lane& l,
+// offset's quotient and remainder by l.n (CodeletBuilder::known_divmod).
+std::pair<llvm::Value*, llvm::Value*> max_and_sum_exp(CodeletBuilder& kb, const Reader& read, const Lane& l,
                                                       llvm::Value* row = nullptr) {
   auto& b = kb.b;
   auto at = [&](llvm::Value* k) {
@@ -121,12 +121,12 @@ std::pair<llvm::Value*, llvm::Value*> max_and_sum_exp(KernelBuilder& kb, const R
   return {mv, s};
 }
 
-llvm::Value* umin(KernelBuilder& kb, llvm::Value* a, llvm::Value* b) {
+llvm::Value* umin(CodeletBuilder& kb, llvm::Value* a, llvm::Value* b) {
   return kb.b.CreateSelect(kb.b.CreateICmpULT(a, b), a, b);
 }
 
 // Chunk `chunk` of `chunks` over [0, n): its start and length (empty past the end).
-std::pair<llvm::Value*, llvm::Value*> chunk_range(KernelBuilder& kb, llvm::Value* n, llvm::Value* chunk, int64_t chunks) {
+std::pair<llvm::Value*, llvm::Value*> chunk_range(CodeletBuilder& kb, llvm::Value* n, llvm::Value* chunk, int64_t chunks) {
   auto& b = kb.b;
   llvm::Value* len = kb.div(b.CreateAdd(n, kb.c64(chunks - 1)), kb.c64(chunks));
   llvm::Value* lo = umin(kb, b.CreateMul(chunk, len), n);
@@ -138,7 +138,7 @@ std::pair<llvm::Value*, llvm::Value*> chunk_range(KernelBuilder& kb, llvm::Value
 // f32(s - hi) (0 when hi is infinite), whose sum in f64 is s to about 2^-48 |s| (a sum
 // beyond the f32 range gives an infinity, as the one-phase f32 result would); f32 max
 // partials and i32 sums (which wrap, as the result does) are one word each.
-void store_partial(KernelBuilder& kb, DType t, size_t scratch, llvm::Value* slot, llvm::Value* v) {
+void store_partial(CodeletBuilder& kb, DType t, size_t scratch, llvm::Value* slot, llvm::Value* v) {
   auto& b = kb.b;
   if (!v->getType()->isDoubleTy()) {
     if (v->getType()->isIntegerTy(64)) v = b.CreateTrunc(v, b.getInt32Ty());
@@ -156,7 +156,7 @@ void store_partial(KernelBuilder& kb, DType t, size_t scratch, llvm::Value* slot
 }
 
 // A partial as the accumulator's type (`acc`: f64, f32 or i64).
-llvm::Value* load_partial(KernelBuilder& kb, DType t, size_t scratch, llvm::Value* slot, llvm::Type* acc) {
+llvm::Value* load_partial(CodeletBuilder& kb, DType t, size_t scratch, llvm::Value* slot, llvm::Type* acc) {
   auto& b = kb.b;
   if (acc->isIntegerTy()) return b.CreateSExt(kb.load_input(t, scratch, slot), acc);
   if (acc->isFloatTy()) return kb.load_input(t, scratch, slot);
@@ -169,13 +169,13 @@ llvm::Value* load_partial(KernelBuilder& kb, DType t, size_t scratch, llvm::Valu
 // cross_entropy over positions [lo, lo + count): the f64 sum of (max - x[target]) +
 // log(sum exp(x - max)) and whether a target was outside [0, C), one reduction over the
 // positions (each position's own max and sum are sequential).
-std::vector<llvm::Value*> cross_entropy_sum(KernelBuilder& kb, const Graph& g, const Node& n, const ReducePlan& p,
+std::vector<llvm::Value*> cross_entropy_sum(CodeletBuilder& kb, const Graph& g, const Node& n, const ReducePlan& p,
                                             const Reader& read, llvm::Value* lo, llvm::Value* count) {
   auto& b = kb.b;
   llvm::Type* f64 = b.getDoubleTy();
   llvm::Value* classes = kb.size(g.type(n.inputs.at(0)).shape.back());
-  KernelBuilder::Accumulator total{f64, dconst(kb, 0), [&b](llvm::Value* a, llvm::Value* v) { return b.CreateFAdd(a, v); }};
-  KernelBuilder::Accumulator bad{b.getInt1Ty(), b.getFalse(), [&b](llvm::Value* a, llvm::Value* v) { return b.CreateOr(a, v); }};
+  CodeletBuilder::Accumulator total{f64, dconst(kb, 0), [&b](llvm::Value* a, llvm::Value* v) { return b.CreateFAdd(a, v); }};
+  CodeletBuilder::Accumulator bad{b.getInt1Ty(), b.getFalse(), [&b](llvm::Value* a, llvm::Value* v) { return b.CreateOr(a, v); }};
   return kb.reduce_loop({count}, {total, bad}, [&](const std::vector<llvm::Value*>& k) {
     llvm::Value* pos = b.CreateAdd(lo, k[0]);
     Lane l{b.CreateMul(pos, classes), kb.c64(1), classes};
@@ -198,7 +198,7 @@ std::vector<llvm::Value*> cross_entropy_sum(KernelBuilder& kb, const Graph& g, c
 // [0, C) makes the result NaN (the reference throws a UserError; a kernel cannot, so the
 // loss says it instead). Partial: chunk p of the positions; its partial is NaN for a bad
 // target, so the mean is.
-void cross_entropy(KernelBuilder& kb, const Graph& g, const Node& n, const ReducePlan& p, ReducePhase phase,
+void cross_entropy(CodeletBuilder& kb, const Graph& g, const Node& n, const ReducePlan& p, ReducePhase phase,
                    size_t scratch, const Reader& read, const ReduceDone& done) {
   auto& b = kb.b;
   llvm::Type* f64 = b.getDoubleTy();
@@ -226,7 +226,7 @@ void cross_entropy(KernelBuilder& kb, const Graph& g, const Node& n, const Reduc
 
 // The input offset of output element `out`'s first element: its coordinates over the kept
 // groups times their strides.
-llvm::Value* input_base(KernelBuilder& kb, const Geometry& geo, llvm::Value* out) {
+llvm::Value* input_base(CodeletBuilder& kb, const Geometry& geo, llvm::Value* out) {
   auto& b = kb.b;
   llvm::Value* base = kb.c64(0);
   llvm::Value* rest = out;
@@ -248,14 +248,14 @@ llvm::Value* input_base(KernelBuilder& kb, const Geometry& geo, llvm::Value* out
 
 }  // namespace
 
-void emit_reduction(KernelBuilder& kb, const Graph& g, const Node& n, const ReducePlan& p, ReducePhase phase,
+void emit_reduction(CodeletBuilder& kb, const Graph& g, const Node& n, const ReducePlan& p, ReducePhase phase,
                     size_t scratch, const Reader& read, const ReduceDone& done) {
   if (n.op == OpKind::CrossEntropy) return cross_entropy(kb, g, n, p, phase, scratch, read, done);
   auto& b = kb.b;
   const Geometry geo = geometry(g, n);
   const bool is_max = n.op == OpKind::Max;
   const bool is_int = g.type(n.inputs.at(0)).dtype == DType::I32;
-  KernelBuilder::Accumulator acc = sum_f64(kb);
+  CodeletBuilder::Accumulator acc = sum_f64(kb);
   if (is_max) acc = {b.getFloatTy(), llvm::ConstantFP::getInfinity(b.getFloatTy(), true),
                      [&kb](llvm::Value* a, llvm::Value* v) { return max_nan(kb, a, v); }};
   else if (is_int) acc = {b.getInt64Ty(), kb.c64(0), [&b](llvm::Value* a, llvm::Value* v) { return b.CreateAdd(a, v); }};
@@ -403,7 +403,7 @@ Dim row_lanes(const Graph& g, const Node& n) {
   return lanes;
 }
 
-void row_op(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* w, const Reader& read, const RowWriter& write) {
+void row_op(CodeletBuilder& kb, const Graph& g, const Node& n, llvm::Value* w, const Reader& read, const RowWriter& write) {
   auto& b = kb.b;
   const Shape& xs = g.type(n.inputs.at(0)).shape;
   llvm::Type* f32 = b.getFloatTy();

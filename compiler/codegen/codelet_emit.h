@@ -1,4 +1,4 @@
-// Internal to the kernel compiler (compiler/codegen/kernels.h): the builder of one kernel's
+// Internal to the kernel compiler (compiler/codegen/codelets.h): the builder of one kernel's
 // per-work-item body function, and the emitters of the op families.
 //
 // A body is `void body(i64 i, ptr buffers, ptr sizes)`: it processes work item i, reading
@@ -43,9 +43,9 @@ struct GpuShape {
   uint32_t block = 256;  // threads per block, a multiple of 32 (at most 1024)
 };
 
-class KernelBuilder {
+class CodeletBuilder {
  public:
-  KernelBuilder(llvm::Module& m, SymbolTable& symbols, const std::string& body_name,
+  CodeletBuilder(llvm::Module& m, SymbolTable& symbols, const std::string& body_name,
                 KernelTarget target = KernelTarget::Host, GpuShape gpu = {});
 
   llvm::LLVMContext& ctx;
@@ -58,7 +58,7 @@ class KernelBuilder {
   int64_t grain = 1;
   bool training = true;  // false: dropout is the identity
   // When not empty, buffer k is entry buffer_map[k] of the buffers table (a segment of a
-  // horizontal kernel reads its own entries; KernelCompiler::emit_horizontal).
+  // horizontal kernel reads its own entries; CodeletCompiler::emit_horizontal).
   std::vector<size_t> buffer_map;
   const KernelTarget target;
   const GpuShape gpu;  // Gpu only
@@ -195,17 +195,17 @@ llvm::Value* f32_to_low(llvm::IRBuilder<>& b, llvm::Value* v, DType t);
 // (from a buffer, or computed by a fused producer).
 using Reader = std::function<llvm::Value*(size_t input, llvm::Value* offset)>;
 
-// The op families, as values (compiler/codegen/kernels_elementwise.cc, kernels_reduce.cc).
+// The op families, as values (compiler/codegen/codelets_elementwise.cc, kernels_reduce.cc).
 // Elementwise ops (the scalar definitions with numpy broadcasting of their inputs, cast,
 // dropout, causal_mask, one_hot): element `off` of the node's output.
-llvm::Value* elementwise_value(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* off, const Reader& read);
+llvm::Value* elementwise_value(CodeletBuilder& kb, const Graph& g, const Node& n, llvm::Value* off, const Reader& read);
 // The n by which an elementwise node's value divides the work item's index (i / n, i % n:
 // a broadcast operand's innermost group, causal_mask's key axis); none when it reads
 // every input at the index itself.
 std::optional<Dim> index_divisor(const Graph& g, const Node& n);
 // sum / mean / max / cross_entropy (kernels_reduce.cc). How one runs, from its shapes:
 //  - tile > 1: a column reduction (it keeps the innermost axis, e.g. a bias gradient): a
-//    work item is a tile of up to `tile` consecutive output columns (KernelBuilder::
+//    work item is a tile of up to `tile` consecutive output columns (CodeletBuilder::
 //    tile_reduce), so that it reads rows of contiguous columns;
 //  - chunks > 1: two phases, for few work items over many elements (a loss, a squared
 //    norm, a bias gradient of few tiles): the Partial kernel reduces `chunks` chunks of
@@ -218,7 +218,7 @@ struct ReducePlan {
   int64_t scratch_elements = 0;
   // The divisor of the group's prologue reads (a broadcast operand's innermost extent, as
   // index_divisor gives it), set by the group's emitter: the loops then run rows of that
-  // many elements innermost where the shape allows (KernelBuilder::known_divmod).
+  // many elements innermost where the shape allows (CodeletBuilder::known_divmod).
   std::optional<Dim> inner;
 };
 ReducePlan plan_reduction(const Graph& g, const Node& n);
@@ -236,12 +236,12 @@ ReduceWork reduction_work(const Graph& g, const Node& n, const ReducePlan& plan,
 // f32 / i32 value); Partial stores the work item's partials into buffer `scratch`, which
 // Finish reads.
 using ReduceDone = std::function<void(llvm::Value* offset, llvm::Value* value)>;
-void emit_reduction(KernelBuilder& kb, const Graph& g, const Node& n, const ReducePlan& plan, ReducePhase phase,
+void emit_reduction(CodeletBuilder& kb, const Graph& g, const Node& n, const ReducePlan& plan, ReducePhase phase,
                     size_t scratch, const Reader& read, const ReduceDone& done);
 // Row ops (softmax, log_softmax, layer_norm): lane `lane` along the op's axis; calls
 // write(offset, value) for every element of the lane in its last pass.
 using RowWriter = std::function<void(llvm::Value* offset, llvm::Value* value)>;
-void row_op(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* lane, const Reader& read, const RowWriter& write);
+void row_op(CodeletBuilder& kb, const Graph& g, const Node& n, llvm::Value* lane, const Reader& read, const RowWriter& write);
 // The number of lanes of a row op, and the number of elements a reduction reads per output.
 Dim row_lanes(const Graph& g, const Node& n);
 Dim row_length(const Graph& g, const Node& n);

@@ -1,7 +1,7 @@
 // The kernel compiler's host path: which ops it handles, emission of a body and its host
 // loop per node, and compilation with ORC LLJIT (O3 with the loop and SLP vectorizers, for
 // the host CPU and its features).
-#include "compiler/codegen/kernels.h"
+#include "compiler/codegen/codelets.h"
 
 #include <mutex>
 
@@ -16,7 +16,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
-#include "compiler/codegen/kernels_impl.h"
+#include "compiler/codegen/codelets_impl.h"
 #include "compiler/ir/op_registry.h"
 
 namespace modelc {
@@ -64,7 +64,7 @@ void optimize_module(llvm::Module& m, llvm::TargetMachine* tm, bool libmvec, boo
   pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
 }
 
-KernelCompiler::Impl::Impl(SymbolTable& s, bool gpu)
+CodeletCompiler::Impl::Impl(SymbolTable& s, bool gpu)
     : symbols(s), tsc(std::make_unique<llvm::LLVMContext>()),
       module(std::make_unique<llvm::Module>("modelc_kernels", *tsc.getContext())) {
   if (gpu) gpu_module = new_gpu_module(*tsc.getContext());
@@ -87,7 +87,7 @@ llvm::Function* declare_kernel_entry(llvm::Module& m, const std::string& name) {
 }
 
 void emit_host_loop(llvm::IRBuilder<>& b, llvm::Function* body, llvm::Value* buffers, llvm::Value* sizes,
-                    llvm::Value* begin, llvm::Value* end, std::optional<KernelBuilder::Split> split) {
+                    llvm::Value* begin, llvm::Value* end, std::optional<CodeletBuilder::Split> split) {
   llvm::LLVMContext& ctx = b.getContext();
   llvm::Function* f = b.GetInsertBlock()->getParent();
   llvm::Type* i64 = b.getInt64Ty();
@@ -145,7 +145,7 @@ void emit_host_loop(llvm::IRBuilder<>& b, llvm::Function* body, llvm::Value* buf
 }
 
 llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const std::string& name,
-                                  std::optional<KernelBuilder::Split> split) {
+                                  std::optional<CodeletBuilder::Split> split) {
   llvm::IRBuilder<> b(m.getContext());
   llvm::Function* f = declare_kernel_entry(m, name);
   b.SetInsertPoint(llvm::BasicBlock::Create(m.getContext(), "entry", f));
@@ -174,10 +174,10 @@ llvm::Function* emit_host_horizontal(llvm::Module& m, const std::string& name, c
   return f;
 }
 
-KernelCompiler::KernelCompiler(SymbolTable& symbols, bool gpu) : impl_(std::make_unique<Impl>(symbols, gpu)) {}
-KernelCompiler::~KernelCompiler() = default;
+CodeletCompiler::CodeletCompiler(SymbolTable& symbols, bool gpu) : impl_(std::make_unique<Impl>(symbols, gpu)) {}
+CodeletCompiler::~CodeletCompiler() = default;
 
-bool KernelCompiler::handles(const Graph& g, NodeId id) {
+bool CodeletCompiler::handles(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
   // Every dtype: f16 and bf16 are stored as bits and computed on as f32 (low_float.cc).
   // The record says which ops are library calls; the others have a scalar definition or a
@@ -188,7 +188,7 @@ bool KernelCompiler::handles(const Graph& g, NodeId id) {
   return info.math != MathKind::Library;
 }
 
-EmittedKernel KernelCompiler::emit(const Graph& g, NodeId id, const EmitOptions& options) {
+EmittedCodelet CodeletCompiler::emit(const Graph& g, NodeId id, const EmitOptions& options) {
   if (!handles(g, id))
     throw InternalError(fmt::format("kernel compiler: no kernel for node {} ({})", id, op_name(g.node(id).op)));
   const Node& n = g.node(id);
@@ -206,7 +206,7 @@ EmittedKernel KernelCompiler::emit(const Graph& g, NodeId id, const EmitOptions&
   return emit_group(g, grp, std::vector<bool>(g.nodes.size(), false), options);
 }
 
-std::string KernelCompiler::module_text() const {
+std::string CodeletCompiler::module_text() const {
   if (impl_->finished) return impl_->final_text;
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -214,7 +214,7 @@ std::string KernelCompiler::module_text() const {
   return s;
 }
 
-std::string KernelCompiler::gpu_module_text() const {
+std::string CodeletCompiler::gpu_module_text() const {
   if (!impl_->gpu_module) return "";
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -222,7 +222,7 @@ std::string KernelCompiler::gpu_module_text() const {
   return s;
 }
 
-std::vector<rt::KernelDesc> KernelCompiler::finish(std::shared_ptr<void>& code) {
+std::vector<rt::CodeletDesc> CodeletCompiler::finish(std::shared_ptr<void>& code) {
   Impl& im = *impl_;
   if (im.finished) throw InternalError("kernel compiler: finish() called twice");
   static std::once_flag init;
@@ -230,9 +230,9 @@ std::vector<rt::KernelDesc> KernelCompiler::finish(std::shared_ptr<void>& code) 
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
   });
-  std::vector<rt::KernelDesc> out;
-  for (const Impl::Kernel& k : im.kernels) {
-    rt::KernelDesc d;
+  std::vector<rt::CodeletDesc> out;
+  for (const Impl::Codelet& k : im.codelets) {
+    rt::CodeletDesc d;
     d.name = k.name;
     d.nodes = k.nodes;
     d.gpu_mapping = k.gpu_mapping;
@@ -266,8 +266,8 @@ std::vector<rt::KernelDesc> KernelCompiler::finish(std::shared_ptr<void>& code) 
   if (llvm::verifyModule(*im.module, &os)) throw InternalError("kernel compiler: invalid module: " + err);
   optimize_module(*im.module, tm.get(), veclib);
   check(jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(im.module), im.tsc)), "adding the module");
-  for (rt::KernelDesc& d : out)
-    d.host = checked(jit->lookup(d.name), "kernel lookup").toPtr<rt::HostKernelFn>();
+  for (rt::CodeletDesc& d : out)
+    d.host = checked(jit->lookup(d.name), "kernel lookup").toPtr<rt::HostCodeletFn>();
   code = std::shared_ptr<llvm::orc::LLJIT>(std::move(jit));
   return out;
 }

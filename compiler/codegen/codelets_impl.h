@@ -1,4 +1,4 @@
-// Internal to the kernel compiler: the state behind KernelCompiler (compiler/codegen/kernels.h),
+// Internal to the kernel compiler: the state behind CodeletCompiler (compiler/codegen/codelets.h),
 // shared by the host path (kernels.cc) and the NVPTX path (nvptx.cc).
 #pragma once
 
@@ -10,26 +10,26 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Target/TargetMachine.h>
 
-#include "compiler/codegen/kernel_emit.h"
-#include "compiler/codegen/kernels.h"
+#include "compiler/codegen/codelet_emit.h"
+#include "compiler/codegen/codelets.h"
 
 namespace modelc {
 
-struct KernelCompiler::Impl {
+struct CodeletCompiler::Impl {
   Impl(SymbolTable& s, bool gpu);
 
   SymbolTable& symbols;
   llvm::orc::ThreadSafeContext tsc;  // owns the LLVMContext; declared before the modules
   std::unique_ptr<llvm::Module> module;      // the host flavour of every kernel
   std::unique_ptr<llvm::Module> gpu_module;  // the GPU flavour (nvptx64), when wanted
-  struct Kernel {
+  struct Codelet {
     std::string name;     // the host entry point (and the GPU kernel's name)
     llvm::Function* body;  // host flavour: void(i64 i, ptr buffers, ptr sizes, i64 row, i64 col)
     rt::GpuMapping gpu_mapping = rt::GpuMapping::Thread;
     uint32_t gpu_block = 256;  // threads per block
     uint32_t nodes = 1;    // IR nodes fused into it
   };
-  std::vector<Kernel> kernels;
+  std::vector<Codelet> codelets;
   bool finished = false;
   std::string final_text;  // module_text() once finish() took the module
 };
@@ -47,18 +47,18 @@ llvm::Function* declare_kernel_entry(llvm::Module& m, const std::string& name);
 // [begin, end) (nothing when begin >= end): one loop, or with `split` rows of n work items
 // and columns inside. The insertion point continues after it.
 void emit_host_loop(llvm::IRBuilder<>& b, llvm::Function* body, llvm::Value* buffers, llvm::Value* sizes,
-                    llvm::Value* begin, llvm::Value* end, std::optional<KernelBuilder::Split> split);
+                    llvm::Value* begin, llvm::Value* end, std::optional<CodeletBuilder::Split> split);
 // Builds the body's loop wrapper `void name(ptr buffers, ptr sizes, i64 begin, i64 end)`:
 // one loop over the work items, or with `split` rows of n work items and columns inside.
 llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const std::string& name,
-                                  std::optional<KernelBuilder::Split> split = std::nullopt);
+                                  std::optional<CodeletBuilder::Split> split = std::nullopt);
 
-// A segment of a horizontal kernel (KernelCompiler::emit_horizontal): its body runs over
+// A segment of a horizontal kernel (CodeletCompiler::emit_horizontal): its body runs over
 // its own work items [0, sizes[extent_slot]); the segments lie end to end in the kernel's
 // extent, in order.
 struct Segment {
   llvm::Function* body;
-  std::optional<KernelBuilder::Split> split;  // host only
+  std::optional<CodeletBuilder::Split> split;  // host only
   size_t extent_slot;
 };
 // The host wrapper of a horizontal kernel: for each segment, the part of [begin, end) that

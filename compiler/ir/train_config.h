@@ -25,8 +25,8 @@ struct TrainConfig {
   std::optional<int64_t> batch, steps, epochs, seed, accumulate, eval_every;
   std::optional<double> clip_grad_norm, validation;
   std::optional<std::string> precision;  // fp32 | bf16 | fp16
-  // mem_budget = "8GiB" (or bytes): the peak memory checkpoint placement must fit the
-  // train step in (compiler/passes/checkpoint.h).
+  // mem_budget = "8GiB" (or bytes): the peak memory recomputation placement must fit the
+  // train step in (compiler/passes/recompute_placement.h).
   std::optional<int64_t> mem_budget;
 };
 

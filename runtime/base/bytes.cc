@@ -1,4 +1,4 @@
-#include "compiler/support/bytes.h"
+#include "runtime/base/bytes.h"
 
 #include <fmt/format.h>
 

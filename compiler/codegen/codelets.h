@@ -4,7 +4,7 @@
 // Each kernel is a body `void body(i64 i, ptr buffers, ptr sizes)` that processes one work
 // item, built by one emitter per group from target-neutral code (kernel_emit.h), plus a
 // wrapper that knows the target: on the host a loop over [begin, end) with the body
-// inlined (so it vectorizes), exposed with the runtime's ABI (rt::HostKernelFn); on a GPU a
+// inlined (so it vectorizes), exposed with the runtime's ABI (rt::HostCodeletFn); on a GPU a
 // kernel with the same name and arguments whose threads or blocks share the work items
 // (grid-stride loops, 128-bit accesses where alignment allows, block reductions with warp
 // shuffles and shared memory; runtime/base/program.h documents the launch). Buffers at run
@@ -25,18 +25,18 @@
 
 namespace modelc {
 
-struct EmittedKernel {
-  uint32_t kernel;                   // index into the vector finish() returns
+struct EmittedCodelet {
+  uint32_t codelet;                  // index into the vector finish() returns
   std::vector<rt::SizeExpr> sizes;   // the size table the kernel reads
   rt::SizeExpr extent;               // work items
   int64_t grain;                     // smallest worthwhile chunk of work items
   // A two-phase reduction (a reduce group with few outputs over many elements; see
-  // compiler/codegen/kernels_reduce.cc): `partial` must run first. Its buffers are the
+  // compiler/codegen/codelets_reduce.cc): `partial` must run first. Its buffers are the
   // group's inputs, then the scratch buffer (its one output: `scratch_elements` values of
   // `scratch_type`); this kernel's are the group's inputs, the scratch buffer, then the
   // group's outputs.
   struct Partial {
-    uint32_t kernel;
+    uint32_t codelet;
     std::vector<rt::SizeExpr> sizes;
     rt::SizeExpr extent;
     int64_t grain;
@@ -50,48 +50,48 @@ struct EmitOptions {
   bool training = true;  // false: dropout is the identity (the eval function)
 };
 
-class KernelCompiler {
+class CodeletCompiler {
  public:
   // gpu: also emit every kernel's GPU flavour, for ptx() (lowering asks for it when
   // LowerOptions::ptx_target is set).
-  explicit KernelCompiler(SymbolTable& symbols, bool gpu = false);
-  ~KernelCompiler();
-  KernelCompiler(const KernelCompiler&) = delete;
-  KernelCompiler& operator=(const KernelCompiler&) = delete;
+  explicit CodeletCompiler(SymbolTable& symbols, bool gpu = false);
+  ~CodeletCompiler();
+  CodeletCompiler(const CodeletCompiler&) = delete;
+  CodeletCompiler& operator=(const CodeletCompiler&) = delete;
 
   // True for the ops this compiler emits, with f32 / i32 / bool tensors only: every op with
   // a scalar definition in the registry whose fusion kind is elementwise or broadcast, and
   // cast, dropout, causal_mask, one_hot, broadcast_to, sum/mean/max, softmax, log_softmax, layer_norm,
   // cross_entropy.
   static bool handles(const Graph& g, NodeId id);
-  // Emits node id's kernel (two for a two-phase reduction: EmittedKernel::partial). Throws
+  // Emits node id's kernel (two for a two-phase reduction: EmittedCodelet::partial). Throws
   // InternalError for a node handles() refuses.
   // Semantics beyond the reference: dropout is always in training mode (an eval lowering
   // drops the node); cross_entropy with a target outside [0, C) gives NaN.
-  EmittedKernel emit(const Graph& g, NodeId id, const EmitOptions& options = {});
+  EmittedCodelet emit(const Graph& g, NodeId id, const EmitOptions& options = {});
   // Emits one kernel for a fusion group (compiler/passes/fusion.h; kernels_fused.cc), or
-  // two for a two-phase reduction (EmittedKernel::partial). Buffers at run time: the
+  // two for a two-phase reduction (EmittedCodelet::partial). Buffers at run time: the
   // group's inputs, then its outputs, in the group's order. Nodes the plan marks inlined
   // are recomputed where they are read.
-  EmittedKernel emit_group(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
+  EmittedCodelet emit_group(const Graph& g, const FusionGroup& group, const std::vector<bool>& inlined,
                            const EmitOptions& options = {});
   // One kernel for several loop groups (FusionPlan::horizontal: the optimizer updates of
   // every parameter), each a segment of the kernel's work items in order. Its buffers are
   // every group's inputs in order, then every group's outputs in order.
-  EmittedKernel emit_horizontal(const Graph& g, const std::vector<const FusionGroup*>& groups,
+  EmittedCodelet emit_horizontal(const Graph& g, const std::vector<const FusionGroup*>& groups,
                                 const std::vector<bool>& inlined, const EmitOptions& options = {});
   // Compiles everything emitted with ORC LLJIT for the host (O3, vectorized, host CPU and
   // features), returns the kernels in order (name, host fn pointer, IR text, GPU launch
   // shape) and stores the owner of the machine code (the LLJIT) in `code`. The compiler is
   // spent afterwards.
-  std::vector<rt::KernelDesc> finish(std::shared_ptr<void>& code);
+  std::vector<rt::CodeletDesc> finish(std::shared_ptr<void>& code);
   std::string module_text() const;  // the LLVM IR of everything emitted so far
   // The GPU flavour's LLVM IR (before libdevice and optimisation; what ptx() compiles);
   // empty for a compiler without gpu, or after finish().
   std::string gpu_module_text() const;
 
   // The GPU flavour of every kernel as one PTX module for `sm` (e.g. "sm_80", "sm_90"):
-  // entry points `NAME(buffers, sizes, begin, end)` launched as the KernelDesc says
+  // entry points `NAME(buffers, sizes, begin, end)` launched as the CodeletDesc says
   // (compiler/codegen/nvptx.cc). Math functions come from libdevice ($MODELC_LIBDEVICE, else
   // the CUDA toolkit's; a UserError when it is needed and missing). Call before finish(),
   // on a compiler constructed with gpu = true (else InternalError); may be called again

@@ -1,4 +1,5 @@
-// Byte counts as people write them: "80GiB", "1.5GB", "512 MiB".
+// Byte counts as people read and write them: "80GiB", "1.5GB", "512 MiB". One formatter for
+// the compiler's reports and the runtime's messages.
 #pragma once
 
 #include <cstdint>

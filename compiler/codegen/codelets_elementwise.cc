@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "compiler/codegen/kernel_emit.h"
+#include "compiler/codegen/codelet_emit.h"
 #include "compiler/codegen/scalar.h"
 #include "compiler/ir/op_registry.h"
 #include "runtime/base/philox.h"
@@ -54,7 +54,7 @@ BroadcastGroups broadcast_groups(const Graph& g, const Node& n) {
 
 // The flat offset of every input's element for output element `index` under numpy
 // broadcasting (an input that varies along every group is read at `index` itself).
-std::vector<llvm::Value*> broadcast_offsets(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* index) {
+std::vector<llvm::Value*> broadcast_offsets(CodeletBuilder& kb, const Graph& g, const Node& n, llvm::Value* index) {
   const size_t nin = n.inputs.size();
   std::vector<llvm::Value*> offs(nin, index);
   const BroadcastGroups bg = broadcast_groups(g, n);
@@ -109,7 +109,7 @@ std::pair<llvm::Value*, llvm::Value*> split64(llvm::IRBuilder<>& b, llvm::Value*
 // dropout in training mode: keep when dropout_uniform(seed, key, step, i) >= p, scaled by
 // 1/(1-p). Seed and step come from the size table ($seed, $step); the site key is hoisted
 // out of the host loop by the optimiser (it depends on the seed only).
-llvm::Value* emit_dropout(KernelBuilder& kb, const Node& n, llvm::Value* index, llvm::Value* x) {
+llvm::Value* emit_dropout(CodeletBuilder& kb, const Node& n, llvm::Value* index, llvm::Value* x) {
   auto& b = kb.b;
   double p = n.attrs.f("p");
   auto key = static_cast<uint64_t>(n.attrs.has("key") ? n.attrs.i("key") : 0);
@@ -139,7 +139,7 @@ std::optional<Dim> index_divisor(const Graph& g, const Node& n) {
   return bg.extent.back();
 }
 
-llvm::Value* elementwise_value(KernelBuilder& kb, const Graph& g, const Node& n, llvm::Value* i, const Reader& read) {
+llvm::Value* elementwise_value(CodeletBuilder& kb, const Graph& g, const Node& n, llvm::Value* i, const Reader& read) {
   const TensorType& out = n.outputs.at(0);
   const size_t nin = n.inputs.size();
   auto& b = kb.b;

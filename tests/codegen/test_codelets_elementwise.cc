@@ -150,7 +150,7 @@ TEST(KernelsElementwise, SymbolicBatchThroughOneKernel) {
   OneOp o = build_op(OpKind::Add, {f32({B, 7}), f32({7})});
   ASSERT_FALSE(o.error);
   auto c = compile_node(o.g, o.node);
-  EXPECT_FALSE(c->kernel.extent.is_constant());
+  EXPECT_FALSE(c->codelet.extent.is_constant());
   for (int64_t bv : {int64_t(1), int64_t(3), rnd(4, 300)}) {
     RefTensor a = random_tensor(DType::F32, {bv, 7}), bias = random_tensor(DType::F32, {7});
     RefTensor want = run_op(o, {a, bias})[0];
@@ -169,8 +169,8 @@ TEST(KernelsElementwise, SymbolicBatchThroughOneKernel) {
   }
 }
 
-// True when the kernel's host loop runs rows and columns (KernelBuilder::split_index).
-bool split_loop(const Compiled& c) { return c.descs.at(c.kernel.kernel).source.find("cols:") != std::string::npos; }
+// True when the kernel's host loop runs rows and columns (CodeletBuilder::split_index).
+bool split_loop(const Compiled& c) { return c.descs.at(c.codelet.codelet).source.find("cols:") != std::string::npos; }
 
 TEST(KernelsElementwise, BroadcastReadsSplitTheHostLoopIntoRowsAndColumns) {
   // A broadcast operand read at i % n makes the host loop two-level (rows of n, columns
@@ -213,10 +213,10 @@ TEST(KernelsElementwise, BroadcastReadsSplitTheHostLoopIntoRowsAndColumns) {
     RefTensor want = run_op(o, {x, bias})[0];
     std::vector<int64_t> symvals = symbol_values(c->symbols, {{"B", bv}, {"C", cv}});
     std::vector<int64_t> sizes;
-    for (const rt::SizeExpr& e : c->kernel.sizes) sizes.push_back(e.eval(symvals));
+    for (const rt::SizeExpr& e : c->codelet.sizes) sizes.push_back(e.eval(symvals));
     RawBuffers io({&x, &bias}, o.g.node(o.node).outputs, {{"B", bv}, {"C", cv}});
     const int64_t begin = rnd(0, bv * cv - 1), end = rnd(begin + 1, bv * cv);
-    c->descs.at(c->kernel.kernel).host(io.ptrs.data(), sizes.data(), begin, end);
+    c->descs.at(c->codelet.codelet).host(io.ptrs.data(), sizes.data(), begin, end);
     RefTensor got = io.read_outputs().at(0);
     for (int64_t i = 0; i < bv * cv; ++i) {
       if (i >= begin && i < end) EXPECT_EQ(got[i], static_cast<float>(want[i])) << i << " in [" << begin << ", " << end << ")";

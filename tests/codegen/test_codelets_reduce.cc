@@ -147,7 +147,7 @@ TEST(KernelsReduce, ColumnReductionsInTiles) {
 
 // Emits op's node and says whether it runs in two phases (a partial kernel over chunks of
 // the reduced elements, then one that combines the partials).
-bool two_phase(const OneOp& o) { return compile_node(o.g, o.node)->kernel.partial.has_value(); }
+bool two_phase(const OneOp& o) { return compile_node(o.g, o.node)->codelet.partial.has_value(); }
 
 // Few outputs over many elements: two phases, with chunk counts that do not divide the
 // reduced extent; a scalar, three rows, columns in tiles (the partials per tile), two
@@ -224,26 +224,26 @@ TEST(KernelsReduce, SymbolicTwoPhasesAndTiles) {
 TEST(KernelCompilerApi, HandlesByRegistryAndDtype) {
   OneOp mm = build_op(OpKind::Matmul, {f32({2, 3}), f32({3, 4})});
   ASSERT_FALSE(mm.error);
-  EXPECT_FALSE(KernelCompiler::handles(mm.g, mm.node));
-  // f16 and bf16 are stored as bits and computed on as f32 (test_kernels_lowp.cc).
+  EXPECT_FALSE(CodeletCompiler::handles(mm.g, mm.node));
+  // f16 and bf16 are stored as bits and computed on as f32 (test_codelets_lowp.cc).
   OneOp half = build_op(OpKind::Exp, {tt(DType::F16, {4})});
-  EXPECT_TRUE(KernelCompiler::handles(half.g, half.node));
+  EXPECT_TRUE(CodeletCompiler::handles(half.g, half.node));
   OneOp ok = build_op(OpKind::Exp, {f32({4})});
-  EXPECT_TRUE(KernelCompiler::handles(ok.g, ok.node));
-  EXPECT_FALSE(KernelCompiler::handles(ok.g, ok.g.inputs[0]));  // an input node
+  EXPECT_TRUE(CodeletCompiler::handles(ok.g, ok.node));
+  EXPECT_FALSE(CodeletCompiler::handles(ok.g, ok.g.inputs[0]));  // an input node
 }
 
 TEST(KernelCompilerApi, ErrorPaths) {
   SymbolTable syms;
-  KernelCompiler kc(syms);
+  CodeletCompiler kc(syms);
   OneOp mm = build_op(OpKind::Matmul, {f32({2, 3}), f32({3, 4})});
   EXPECT_THROW(kc.emit(mm.g, mm.node), InternalError);
   OneOp a = build_op(OpKind::Add, {f32({B, 3}), f32({3})});
   OneOp m = build_op(OpKind::Max, {f32({B, 3})}, attrs({{"axes", Ints{1}}}));
-  EmittedKernel k0 = kc.emit(a.g, a.node);
-  EmittedKernel k1 = kc.emit(m.g, m.node);
-  EXPECT_EQ(k0.kernel, 0u);
-  EXPECT_EQ(k1.kernel, 1u);
+  EmittedCodelet k0 = kc.emit(a.g, a.node);
+  EmittedCodelet k1 = kc.emit(m.g, m.node);
+  EXPECT_EQ(k0.codelet, 0u);
+  EXPECT_EQ(k1.codelet, 1u);
   EXPECT_GE(k0.grain, 1);
   std::string text = kc.module_text();
   EXPECT_NE(text.find("k0_add"), std::string::npos);

@@ -28,7 +28,7 @@ std::vector<RefTensor> run_lowp(const Compiled& c, const Node& n, const std::vec
   for (size_t k = 0; k < ins.size(); ++k)
     if (ins[k] && low(ins[k]->dtype))
       for (int64_t i = 0; i < ins[k]->numel(); ++i) static_cast<uint16_t*>(io.ptrs[k])[i] = to_bits((*ins[k])[i], ins[k]->dtype);
-  run_emitted(c.descs, c.kernel, symbol_values(c.symbols, dims), io);
+  run_emitted(c.descs, c.codelet, symbol_values(c.symbols, dims), io);
   std::vector<RefTensor> outs = io.read_outputs();
   for (size_t k = 0; k < outs.size(); ++k)
     if (low(outs[k].dtype))
@@ -243,7 +243,7 @@ TEST(KernelsLowPrecision, FusedGroupsWithCastsAgreeWithTheReference) {
         // Keep the program alive: the range below points into it.
         const std::shared_ptr<rt::Program> prog = lower_program(g, nullptr, nullptr, lo);
         for (const rt::Instr& i : prog->function("eval")->instrs)
-          kernels += i.kind == rt::Instr::Kind::Kernel;
+          kernels += i.kind == rt::Instr::Kind::Codelet;
         EXPECT_LE(kernels, 4u) << "the casts did not fuse";
       }
     }
@@ -268,7 +268,7 @@ TEST(KernelsLowPrecision, GpuKernelsAssembleForSm80AndSm90) {
     cases.emplace_back("max all", build_op(OpKind::Max, {tt(t, {B, T, 96})}));
     cases.emplace_back("softmax", build_op(OpKind::Softmax, {tt(t, {B, 4096})}, attrs({{"axis", int64_t(-1)}})));
     SymbolTable syms;
-    KernelCompiler kc(syms, /*gpu=*/true);
+    CodeletCompiler kc(syms, /*gpu=*/true);
     for (const auto& [label, o] : cases) {
       ASSERT_FALSE(o.error) << label;
       kc.emit(o.g, o.node, {});

@@ -1,0 +1,29 @@
+// Simplification of a graph: constant folding, common-subexpression elimination and
+// dead-code elimination, in that order, in one sweep.
+//
+// Reads: a verified graph (forward or train step). Guarantees: the result computes the same
+// outputs and updates bit for bit as the code generated for the input would, with
+//  - folded: a node whose every input is a constant and whose op is pointwise (the record's
+//    `pointwise`, evaluated in double and rounded to the output dtype, as the Constant op's
+//    reference rounds) or broadcasts its one input (broadcast_to) becomes a constant;
+//  - merged: two nodes of the same op, inputs, attributes and output types become one (the
+//    first), since every op is a function of those alone (dropout's mask is keyed by its
+//    `key` attribute, so two dropouts merge only when they draw the same mask);
+//  - removed: every node no output or update reads, except inputs, params and states (the
+//    function's feeds and persistent buffers keep existing).
+// Node order stays topological; source locations and scopes are those of the kept nodes.
+#pragma once
+
+#include <cstddef>
+
+#include "compiler/ir/graph.h"
+
+namespace modelc {
+
+struct SimplifyStats {
+  size_t folded = 0, merged = 0, removed = 0;
+};
+
+Graph simplify(const Graph& g, SimplifyStats* stats = nullptr);
+
+}  // namespace modelc
