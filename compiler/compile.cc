@@ -6,7 +6,6 @@
 #include <filesystem>
 
 #include "compiler/frontend/parser.h"
-#include "compiler/passes/train_step.h"
 
 namespace modelc {
 
@@ -68,23 +67,6 @@ Elaborated Compilation::elaborate() {
   for (const auto& m : modules_) mods.push_back(m.get());
   ElaborateOptions eo{opts_.model, opts_.defines};
   return modelc::elaborate(mods, eo, sources_, diags_);
-}
-
-std::unique_ptr<Graph> Compilation::train_step(const Elaborated& e) {
-  MODELC_CHECK(e.graph, "train_step needs an elaborated graph");
-  if (!e.train) {
-    SourceLoc loc;
-    for (const ast::Model& m : main_module().models)
-      if (m.name == e.graph->name) loc = m.loc;
-    diags_.error(loc, fmt::format("model '{}' has no train section to build a train step from", e.graph->name));
-    return nullptr;
-  }
-  try {
-    return std::make_unique<Graph>(build_train_step(*e.graph, train_step_options(*e.train)));
-  } catch (const UserError& err) {
-    diags_.error(e.train->loc, err.what());
-    return nullptr;
-  }
 }
 
 }  // namespace modelc

@@ -1,4 +1,5 @@
-// The compiler's entry point: load a .model file and its imports, parse, elaborate.
+// The front end's entry point: load a .model file and its imports, parse, elaborate. The
+// rest of the compilation is the pipeline (compiler/pipeline.h), which starts here.
 //
 //   modelc::Compilation c(opts);
 //   if (c.load("models/char_gpt.model")) { auto r = c.elaborate(); ... }
@@ -39,10 +40,6 @@ class Compilation {
   uint32_t read(const std::string& path);
   // Elaborates the chosen model; call after a successful load().
   Elaborated elaborate();
-  // The ONE train-step graph of an elaborated model, from its train section
-  // (compiler/passes/train_step.h). A model without a train section, or one that cannot be
-  // trained (no scalar `loss`, ...), is reported as an error diagnostic and gives null.
-  std::unique_ptr<Graph> train_step(const Elaborated& e);
 
   const ast::Module& main_module() const { return *modules_.front(); }
   SourceManager& sources() { return sources_; }

@@ -27,12 +27,6 @@ llvm::Type* elem_type(llvm::LLVMContext& ctx, DType t) {
   throw InternalError(fmt::format("kernel compiler: dtype {} is not supported", dtype_name(t)));
 }
 
-int64_t estimate(const Shape& s) {
-  int64_t n = 1;
-  for (const Dim& d : s) n = std::min<int64_t>(n * (d.is_const() ? std::max<int64_t>(d.const_value(), 1) : 64), 1 << 30);
-  return n;
-}
-
 CodeletBuilder::CodeletBuilder(llvm::Module& m, SymbolTable& syms, const std::string& body_name, KernelTarget t,
                              GpuShape shape)
     : ctx(m.getContext()), module(m), symbols(syms), b(m.getContext()), target(t), gpu(shape) {

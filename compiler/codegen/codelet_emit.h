@@ -30,7 +30,8 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
 
-#include "compiler/codegen/sizes.h"
+#include "compiler/lowered/reduce_plan.h"
+#include "compiler/lowered/sizes.h"
 #include "compiler/ir/graph.h"
 
 namespace modelc {
@@ -195,7 +196,7 @@ llvm::Value* f32_to_low(llvm::IRBuilder<>& b, llvm::Value* v, DType t);
 // (from a buffer, or computed by a fused producer).
 using Reader = std::function<llvm::Value*(size_t input, llvm::Value* offset)>;
 
-// The op families, as values (compiler/codegen/codelets_elementwise.cc, kernels_reduce.cc).
+// The op families, as values (compiler/codegen/codelets_elementwise.cc, codelets_reduce.cc).
 // Elementwise ops (the scalar definitions with numpy broadcasting of their inputs, cast,
 // dropout, causal_mask, one_hot): element `off` of the node's output.
 llvm::Value* elementwise_value(CodeletBuilder& kb, const Graph& g, const Node& n, llvm::Value* off, const Reader& read);
@@ -203,34 +204,8 @@ llvm::Value* elementwise_value(CodeletBuilder& kb, const Graph& g, const Node& n
 // a broadcast operand's innermost group, causal_mask's key axis); none when it reads
 // every input at the index itself.
 std::optional<Dim> index_divisor(const Graph& g, const Node& n);
-// sum / mean / max / cross_entropy (kernels_reduce.cc). How one runs, from its shapes:
-//  - tile > 1: a column reduction (it keeps the innermost axis, e.g. a bias gradient): a
-//    work item is a tile of up to `tile` consecutive output columns (CodeletBuilder::
-//    tile_reduce), so that it reads rows of contiguous columns;
-//  - chunks > 1: two phases, for few work items over many elements (a loss, a squared
-//    norm, a bias gradient of few tiles): the Partial kernel reduces `chunks` chunks of
-//    the reduced elements per work item of the one-phase form into a scratch buffer, and
-//    the Finish kernel combines each output's partials and runs the group's epilogue.
-struct ReducePlan {
-  int64_t tile = 1;
-  int64_t chunks = 1;
-  DType scratch_type = DType::F32;  // the scratch buffer between the phases (chunks > 1)
-  int64_t scratch_elements = 0;
-  // The divisor of the group's prologue reads (a broadcast operand's innermost extent, as
-  // index_divisor gives it), set by the group's emitter: the loops then run rows of that
-  // many elements innermost where the shape allows (CodeletBuilder::known_divmod).
-  std::optional<Dim> inner;
-};
-ReducePlan plan_reduction(const Graph& g, const Node& n);
-enum class ReducePhase { Whole, Partial, Finish };
-// What a reduction kernel runs over: its work items, its grain, and the block size of its
-// block-mapped GPU flavour (0: thread-mapped).
-struct ReduceWork {
-  Dim extent;
-  int64_t grain = 1;
-  int64_t gpu_elements = 0;  // elements a block-mapped work item reduces (0: thread-mapped)
-};
-ReduceWork reduction_work(const Graph& g, const Node& n, const ReducePlan& plan, ReducePhase phase);
+// sum / mean / max / cross_entropy (codelets_reduce.cc; how one runs: ReducePlan,
+// compiler/lowered/reduce_plan.h).
 // Emits work item kb.index of a reduction kernel of `phase`: Whole and Finish call
 // done(offset, value) for each output element the work item finishes (its flat offset and
 // f32 / i32 value); Partial stores the work item's partials into buffer `scratch`, which
@@ -242,12 +217,8 @@ void emit_reduction(CodeletBuilder& kb, const Graph& g, const Node& n, const Red
 // write(offset, value) for every element of the lane in its last pass.
 using RowWriter = std::function<void(llvm::Value* offset, llvm::Value* value)>;
 void row_op(CodeletBuilder& kb, const Graph& g, const Node& n, llvm::Value* lane, const Reader& read, const RowWriter& write);
-// The number of lanes of a row op, and the number of elements a reduction reads per output.
+// The number of lanes of a row op and its length.
 Dim row_lanes(const Graph& g, const Node& n);
 Dim row_length(const Graph& g, const Node& n);
-Dim reduced_count(const Graph& g, const Node& n);
-
-// A rough per-work-item cost from a shape's constant dims (a symbolic dim counts as 64).
-int64_t estimate(const Shape& s);
 
 }  // namespace modelc

@@ -181,7 +181,7 @@ bool CodeletCompiler::handles(const Graph& g, NodeId id) {
   const Node& n = g.node(id);
   // Every dtype: f16 and bf16 are stored as bits and computed on as f32 (low_float.cc).
   // The record says which ops are library calls; the others have a scalar definition or a
-  // template of code generation's own (kernels_elementwise.cc, kernels_reduce.cc).
+  // template of code generation's own (codelets_elementwise.cc, codelets_reduce.cc).
   if (n.outputs.size() != 1) return false;
   const OpInfo& info = op_info(n.op);
   if (info.fusion == FusionKind::Source) return n.op == OpKind::Constant && n.attrs.has("value");

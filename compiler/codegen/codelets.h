@@ -2,7 +2,7 @@
 // row op node), compiled for the host with ORC LLJIT and, when asked, for NVPTX.
 //
 // Each kernel is a body `void body(i64 i, ptr buffers, ptr sizes)` that processes one work
-// item, built by one emitter per group from target-neutral code (kernel_emit.h), plus a
+// item, built by one emitter per group from target-neutral code (codelet_emit.h), plus a
 // wrapper that knows the target: on the host a loop over [begin, end) with the body
 // inlined (so it vectorizes), exposed with the runtime's ABI (rt::HostCodeletFn); on a GPU a
 // kernel with the same name and arguments whose threads or blocks share the work items
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/codegen/sizes.h"
+#include "compiler/lowered/sizes.h"
 #include "compiler/ir/graph.h"
 #include "compiler/passes/fusion.h"
 #include "runtime/base/program.h"
@@ -69,7 +69,7 @@ class CodeletCompiler {
   // Semantics beyond the reference: dropout is always in training mode (an eval lowering
   // drops the node); cross_entropy with a target outside [0, C) gives NaN.
   EmittedCodelet emit(const Graph& g, NodeId id, const EmitOptions& options = {});
-  // Emits one kernel for a fusion group (compiler/passes/fusion.h; kernels_fused.cc), or
+  // Emits one kernel for a fusion group (compiler/passes/fusion.h; codelets_fused.cc), or
   // two for a two-phase reduction (EmittedCodelet::partial). Buffers at run time: the
   // group's inputs, then its outputs, in the group's order. Nodes the plan marks inlined
   // are recomputed where they are read.

@@ -11,12 +11,12 @@
 // element, or per tile of output columns (a column reduction), and the reduction loops over
 // its reduced elements inside, then evaluates the epilogue and stores the outputs at each
 // element it finished; a reduce group with few outputs over many elements is two kernels
-// (a Partial and a Finish kernel: kernels_reduce.cc); a row group has one per lane of its
+// (a Partial and a Finish kernel: codelets_reduce.cc); a row group has one per lane of its
 // anchor, whose last pass evaluates the epilogue and stores the outputs at each element of
 // the lane.
 //
 // Each group is emitted twice from this same code: the host flavour into the host module,
-// and, when GPU code is wanted, the GPU flavour into the GPU module (kernel_emit.h), with
+// and, when GPU code is wanted, the GPU flavour into the GPU module (codelet_emit.h), with
 // its launch shape chosen per group (choose_gpu_shape) and the same size table.
 #include <algorithm>
 #include <map>
@@ -35,7 +35,7 @@ namespace {
 
 class GroupEmitter {
  public:
-  // A reduce group's kernel of `phase` under `plan` (kernels_reduce.cc): the Partial and
+  // A reduce group's kernel of `phase` under `plan` (codelets_reduce.cc): the Partial and
   // Finish kernels of a two-phase reduction have the scratch buffer after the inputs.
   GroupEmitter(CodeletBuilder& kb, const Graph& g, const FusionGroup& grp, ReducePhase phase = ReducePhase::Whole,
                const ReducePlan& plan = {})

@@ -11,7 +11,7 @@
 // code gives the host's sequential loops and a GPU block's cooperative ones
 // (compiler/codegen/codelet_emit.h).
 //
-// Two phases (plan_reduction; compiler/codegen/reduce_plan.cc has the constants): a
+// Two phases (plan_reduction; compiler/lowered/reduce_plan.cc has the constants): a
 // reduction with fewer than kFewItems (64) work items (a loss, a squared gradient norm)
 // over at least 2 * kChunk (8192) elements each would leave most threads idle (and a fused
 // prologue would run on those few); so would a column reduction's tiles walk every row, a
@@ -44,7 +44,7 @@
 #include <llvm/IR/Intrinsics.h>
 
 #include "compiler/codegen/codelet_emit.h"
-#include "compiler/codegen/reduce_plan.h"
+#include "compiler/lowered/reduce_plan.h"
 #include "compiler/ir/op_registry.h"
 
 namespace modelc {

@@ -1,5 +1,5 @@
 // The kernel compiler's NVPTX path: the GPU flavour of every group's body (emitted beside
-// the host flavour, kernels_fused.cc) behind a GPU kernel per group, with libdevice for the
+// the host flavour, codelets_fused.cc) behind a GPU kernel per group, with libdevice for the
 // math functions, compiled to PTX by LLVM's NVPTX backend.
 //
 // Launch shapes (choose_gpu_shape):
@@ -110,7 +110,7 @@ GpuShape choose_gpu_shape(const Graph& g, const FusionGroup& grp, const ReducePl
   if (grp.kind == FusionGroup::Kind::Row) return {true, block_for(estimate({row_length(g, g.node(grp.anchor))}))};
   if (grp.kind != FusionGroup::Kind::Reduce || grp.anchor == kNoNode) return thread;
   // Many elements per work item (cross_entropy: a position per thread), or too few work
-  // items to fill the GPU with one thread each (kernels_reduce.cc, reduction_work).
+  // items to fill the GPU with one thread each (codelets_reduce.cc, reduction_work).
   const ReduceWork w = reduction_work(g, g.node(grp.anchor), plan, phase);
   if (w.gpu_elements > 0) return {true, block_for(w.gpu_elements)};
   return thread;

@@ -16,7 +16,7 @@
 // The result therefore has the same inputs, params, outputs and output types. The pass is
 // idempotent (a node already in its policy's types is copied as it is).
 //
-// It runs on the forward graph before autodiff (compile_program.cc, train_step.cc): the
+// It runs on the forward graph before autodiff (compiler/pipeline.cc, train_step.cc): the
 // gradient of a cast is the cast back, so autodiff builds the backward matmuls and
 // convolutions in the low type too (from the low-precision activations the forward
 // saved, half the bytes of f32), and the gradients of f32 params come out f32 (the last

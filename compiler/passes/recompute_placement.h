@@ -2,7 +2,7 @@
 // and which to recompute there, so that the step's predicted peak memory fits a budget.
 //
 // Reads: a train-step graph (compiler/passes/train_step.h) and a cost oracle that predicts
-// the peak of a candidate step (compile_program lowers it without code and sizes its real
+// the peak of a candidate step (compiler/pipeline.cc runs its own fusion and memory-plan passes on it, without code, and sizes its
 // memory plan, runtime/execution/memory_plan.h). Guarantees: the drop set it returns contains the
 // `@checkpoint` policy's (annotated_drop) unless told to ignore annotations, and with a budget, the oracle's peak of the
 // recomputed step is within the budget when `fits` is set.

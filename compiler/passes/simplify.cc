@@ -47,6 +47,11 @@ Graph simplify(const Graph& in, SimplifyStats* stats) {
       n.attrs.set("value", *c);
       ++s.folded;
     }
+    // Elementwise and movement duplicates are left to fusion, which computes them inside each
+    // consumer's codelet for free (merged, they would be written out and read back), and
+    // constants, which codelets inline, keep their own source lines.
+    const FusionKind kind = op_info(n.op).fusion;
+    if (kind != FusionKind::Reduction && kind != FusionKind::Row && kind != FusionKind::Opaque) continue;
     std::vector<std::pair<NodeId, uint32_t>> key;
     for (const Value& v : n.inputs) key.emplace_back(v.node, v.index);
     std::vector<NodeId>& same = seen[{n.op, std::move(key)}];

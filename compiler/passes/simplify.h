@@ -2,13 +2,16 @@
 // dead-code elimination, in that order, in one sweep.
 //
 // Reads: a verified graph (forward or train step). Guarantees: the result computes the same
-// outputs and updates bit for bit as the code generated for the input would, with
+// outputs and updates, bit for bit except where a fold's single rounding of the exact value
+// differs from the codelet's f32 arithmetic, with
 //  - folded: a node whose every input is a constant and whose op is pointwise (the record's
 //    `pointwise`, evaluated in double and rounded to the output dtype, as the Constant op's
 //    reference rounds) or broadcasts its one input (broadcast_to) becomes a constant;
-//  - merged: two nodes of the same op, inputs, attributes and output types become one (the
-//    first), since every op is a function of those alone (dropout's mask is keyed by its
-//    `key` attribute, so two dropouts merge only when they draw the same mask);
+//  - merged: two reductions, row ops or library ops of the same op, inputs,
+//    attributes and output types become one (the first), since every op is a function of
+//    those alone; elementwise and movement duplicates are left to fusion, which computes
+//    them inside each consumer for free (merged, they would be written out and read back),
+//    and constants, which codelets inline, keep their own source lines;
 //  - removed: every node no output or update reads, except inputs, params and states (the
 //    function's feeds and persistent buffers keep existing).
 // Node order stays topological; source locations and scopes are those of the kept nodes.

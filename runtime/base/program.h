@@ -1,5 +1,5 @@
 // The Program: everything the runtime needs to train and evaluate a model, and nothing of
-// the compiler. The compiler's code generator fills one in (compiler/codegen/lower.h);
+// the compiler. The compiler's code generator fills one in (compiler/pipeline.h);
 // the runtime owns the format, so this header is the only arrow between the two halves,
 // and it points from the compiler to the runtime.
 //

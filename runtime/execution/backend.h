@@ -32,7 +32,7 @@ namespace modelc::rt {
 class ThreadPool;
 
 // What a session holds, and the most it held at once (the measured side of the memory
-// plan's prediction, compiler/passes/memory_report.h).
+// plan's prediction, compiler/lowered/memory_report.h).
 struct MemoryUsage {
   int64_t persistent = 0;  // parameters and optimizer state
   int64_t inputs = 0;      // CPU: the most bytes one call was fed (read in place; micro-batch

@@ -6,7 +6,7 @@
 // before instruction b starts in every run" (StreamOrder), and computes the extra waits that
 // an arena layout needs when buffers with disjoint lifetimes share bytes (arena_hazards).
 // The CPU executor (runtime/execution/cpu/streams.h), a GPU executor and the compiler's schedule pass
-// (compiler/passes/schedule.h) all use these, so they agree on what a schedule means.
+// (compiler/lowered/schedule.h) all use these, so they agree on what a schedule means.
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,7 @@
 
 #include <bit>
 
-#include "compiler/codegen/lower.h"
+#include "compiler/pipeline.h"
 #include "runtime/session/session.h"
 #include "tests/codegen/jit_harness.h"
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <regex>
 
-#include "compiler/codegen/lower.h"
+#include "compiler/pipeline.h"
 #include "tests/codegen/jit_harness.h"
 #include "tests/codegen/ptxas.h"
 #include "tests/passes/train_step_harness.h"

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "compiler/compile_program.h"
+#include "compiler/pipeline.h"
 #include "tests/codegen/ptxas.h"
 
 namespace modelc::test {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/codegen/lower.h"
+#include "compiler/pipeline.h"
 #include "compiler/ir/op_examples.h"
 #include "compiler/ir/verifier.h"
 #include "kernels/cpu/library.h"

@@ -13,12 +13,13 @@
 #include <set>
 
 #include "compiler/codegen/codelets.h"
-#include "compiler/codegen/lower.h"
+#include "compiler/pipeline.h"
 #include "compiler/compile.h"
 #include "compiler/ir/interpreter.h"
 #include "compiler/ir/op_registry.h"
 #include "compiler/passes/fusion.h"
 #include "compiler/passes/library_epilogue.h"
+#include "compiler/passes/train_step.h"
 #include "runtime/session/plan_codec.h"
 #include "runtime/session/session.h"
 #include "tests/fusion/fusion_harness.h"
@@ -44,7 +45,7 @@ Model load(const std::string& file, std::vector<std::pair<std::string, std::stri
   Elaborated e = c.elaborate();
   EXPECT_TRUE(e.graph) << c.diags().render();
   if (!e.graph) return m;
-  m.step = c.train_step(e);
+  m.step = std::make_unique<Graph>(build_train_step(*e.graph, train_step_options(*e.train)));
   m.forward = std::move(e.graph);
   return m;
 }

@@ -1,5 +1,5 @@
 // Kernel fusion (compiler/passes/fusion.h) and the fused kernels (compiler/codegen/
-// kernels_fused.cc): the groups the pass forms, and fused and unfused Programs against the
+// codelets_fused.cc): the groups the pass forms, and fused and unfused Programs against the
 // double-precision reference interpreter, on random graphs and on every example model's
 // whole train step.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <set>
 
 #include "compiler/codegen/codelets.h"
-#include "compiler/codegen/lower.h"
+#include "compiler/pipeline.h"
 #include "compiler/compile.h"
 #include "compiler/ir/interpreter.h"
 #include "compiler/ir/op_registry.h"
@@ -205,7 +205,7 @@ TEST(FusionPlan, CharGptTrainStep) {
   ASSERT_TRUE(c.load(kModels + "char_gpt.model")) << c.diags().render();
   Elaborated e = c.elaborate();
   ASSERT_TRUE(e.graph) << c.diags().render();
-  std::unique_ptr<Graph> step = c.train_step(e);
+  std::unique_ptr<Graph> step = std::make_unique<Graph>(build_train_step(*e.graph, train_step_options(*e.train)));
   ASSERT_TRUE(step);
   FusionPlan p = plan(*step);
   expect_valid(*step, p);

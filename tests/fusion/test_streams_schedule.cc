@@ -1,4 +1,4 @@
-// The stream schedule pass (compiler/passes/schedule.h): dependencies from buffer accesses
+// The stream schedule pass (compiler/lowered/schedule.h): dependencies from buffer accesses
 // on a hand-made function, minimal events on a diamond, and on the compiled example models
 // a valid, minimal schedule whose train steps and evals are bit-identical to one stream.
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <random>
 
 #include "tests/common/random_batch.h"
-#include "compiler/compile_program.h"
-#include "compiler/passes/schedule.h"
+#include "compiler/pipeline.h"
+#include "compiler/lowered/schedule.h"
 #include "runtime/execution/memory_plan.h"
 #include "runtime/session/session.h"
 #include "runtime/execution/streams.h"

@@ -1,5 +1,5 @@
 // The memory contract (issue 6), end to end on the example models: the peak the compiler
-// predicts before anything runs (compiler/passes/memory_report.h) against the peak the
+// predicts before anything runs (compiler/lowered/memory_report.h) against the peak the
 // runtime measures (Session::memory_usage), with and without a budget; recomputation
 // (compiler/passes/recompute_placement.h) gives the losses of a step that keeps every activation;
 // budgets nothing fits are compile-time errors; a runtime out-of-memory is a clear error.
@@ -10,7 +10,7 @@
 
 #include "tests/common/random_batch.h"
 #include "tests/common/sanitizers.h"
-#include "compiler/compile_program.h"
+#include "compiler/pipeline.h"
 #include "runtime/session/session.h"
 
 namespace modelc {

@@ -13,7 +13,7 @@
 #include <random>
 
 #include "compiler/codegen/object.h"
-#include "compiler/compile_program.h"
+#include "compiler/pipeline.h"
 #include "runtime/base/error.h"
 #include "runtime/session/plan.h"
 #include "runtime/session/plan_codec.h"

@@ -12,7 +12,7 @@
 #include <limits>
 
 #include "compiler/codegen/object.h"
-#include "compiler/compile_program.h"
+#include "compiler/pipeline.h"
 #include "runtime/session/plan.h"
 #include "tests/plan/plan_harness.h"
 

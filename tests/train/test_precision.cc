@@ -10,8 +10,8 @@
 
 #include <cstdio>
 
-#include "compiler/codegen/lower.h"
-#include "compiler/compile_program.h"
+#include "compiler/pipeline.h"
+#include "compiler/pipeline.h"
 #include "runtime/session/data/dataset.h"
 #include "runtime/session/data/loader.h"
 #include "runtime/session/session.h"

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <random>
 
-#include "compiler/compile_program.h"
+#include "compiler/pipeline.h"
 #include "runtime/session/checkpoint.h"
 #include "runtime/session/data/dataset.h"
 #include "runtime/session/data/loader.h"

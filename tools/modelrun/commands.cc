@@ -8,8 +8,8 @@
 #include <map>
 #include <unistd.h>
 
-#include "compiler/compile_program.h"
-#include "compiler/passes/schedule.h"
+#include "compiler/pipeline.h"
+#include "compiler/lowered/schedule.h"
 #include "runtime/base/bytes.h"
 #include "runtime/session/checkpoint.h"
 #include "runtime/device/cuda/device.h"
@@ -233,7 +233,7 @@ rt::NamedTensors persistent_tensors(const rt::Session& s, bool with_state) {
 }
 
 // The train step's peak memory as the memory plan predicts it at the program's batch: what
-// Session::memory_usage().peak() measures (compiler/passes/memory_report.h).
+// Session::memory_usage().peak() measures (compiler/lowered/memory_report.h).
 int64_t predicted_peak(const rt::Program& p) {
   return predict_memory(p, "train_step", {}, bind_symbols(p, "train_step", {})).peak;
 }

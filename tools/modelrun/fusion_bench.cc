@@ -20,7 +20,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "compiler/compile_program.h"
+#include "compiler/pipeline.h"
 #include "runtime/execution/memory_plan.h"
 #include "runtime/session/session.h"
 

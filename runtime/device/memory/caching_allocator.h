@@ -143,7 +143,7 @@ class CachingAllocator {
   static size_t segment_size(size_t rounded);
   // The bytes a request of `bytes` holds (what allocated_bytes counts) when it opens a new
   // segment: rounded, or the whole segment when the rest is too small to split off. The
-  // memory plan's prediction adds this for each arena (compiler/passes/memory_report.h).
+  // memory plan's prediction adds this for each arena (compiler/lowered/memory_report.h).
   static size_t block_size(size_t bytes);
   static bool is_small(size_t rounded) { return rounded <= kSmallSize; }
 

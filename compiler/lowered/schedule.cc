@@ -1,5 +1,5 @@
 // Stream scheduling: dependencies, list scheduling onto streams, minimal events.
-#include "compiler/passes/schedule.h"
+#include "compiler/lowered/schedule.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "compiler/codegen/sizes.h"
+#include "compiler/lowered/sizes.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "compiler/passes/memory_report.h"
+#include "compiler/lowered/memory_report.h"
 
 #include <fmt/format.h>
 

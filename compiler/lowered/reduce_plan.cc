@@ -1,6 +1,6 @@
-// How a reduction runs, from its shapes (compiler/codegen/reduce_plan.h; the emitters are
-// in kernels_reduce.cc, whose header comment gives the forms and the measurements).
-#include "compiler/codegen/reduce_plan.h"
+// How a reduction runs, from its shapes (compiler/lowered/reduce_plan.h; the emitters are
+// in codelets_reduce.cc, whose header comment gives the forms and the measurements).
+#include "compiler/lowered/reduce_plan.h"
 
 #include <algorithm>
 #include <map>
@@ -46,6 +46,12 @@ bool sums_f64(const Graph& g, const Node& n) {
 }
 
 }  // namespace
+
+int64_t estimate(const Shape& s) {
+  int64_t n = 1;
+  for (const Dim& d : s) n = std::min<int64_t>(n * (d.is_const() ? std::max<int64_t>(d.const_value(), 1) : 64), 1 << 30);
+  return n;
+}
 
 Geometry geometry(const Graph& g, const Node& n) {
   const Shape& xs = g.type(n.inputs.at(0)).shape;
@@ -156,12 +162,6 @@ ReduceWork reduction_work(const Graph& g, const Node& n, const ReducePlan& p, Re
   const int64_t outputs = guess(items);
   if (phase == ReducePhase::Partial || reduced >= 256 || outputs * 32 <= reduced) w.gpu_elements = work;
   return w;
-}
-
-Dim reduced_count(const Graph& g, const Node& n) {
-  const Shape& xs = g.type(n.inputs.at(0)).shape;
-  if (n.op == OpKind::CrossEntropy) return [&] { Dim c = 1; for (const Dim& d : xs) c = c * d; return c; }();
-  return geometry(g, n).count;
 }
 
 }  // namespace modelc

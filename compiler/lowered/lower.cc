@@ -1,14 +1,11 @@
-#include "compiler/codegen/lower.h"
+#include "compiler/lowered/lower.h"
 
 #include <cmath>
 #include <fmt/format.h>
 #include <map>
 
-#include "compiler/codegen/codelet_emit.h"
-#include "compiler/codegen/codelets.h"
-#include "compiler/codegen/sizes.h"
 #include "compiler/ir/op_registry.h"
-#include "compiler/passes/fusion.h"
+#include "compiler/lowered/reduce_plan.h"
 #include "compiler/passes/library_epilogue.h"
 
 namespace modelc {
@@ -18,13 +15,16 @@ namespace {
 // Builds the Program's buffers and functions; one instance per Program.
 class Lowering {
  public:
-  Lowering(rt::Program& p, SymbolTable& syms, CodeletCompiler& kc, const LowerOptions& o)
-      : p_(p), syms_(syms), kc_(kc), opts_(o) {}
+  Lowering(Lowered& out, const std::function<std::string(SourceLoc)>& describe)
+      : out_(out), p_(*out.program), syms_(out.symbols), describe_(describe) {}
 
-  void lower_function(const std::string& name, const Graph& g, bool training) {
+  void lower_function(size_t index) {
+    const LowerFunction& fn = out_.functions[index];
+    const Graph& g = *fn.graph;
+    const FusionPlan& plan = *fn.plan;
     rt::Function f;
-    f.name = name;
-    fn_ = name;
+    f.name = fn.name;
+    fn_ = fn.name;
     std::map<std::pair<NodeId, uint32_t>, uint32_t> buf;  // node output -> buffer
     auto buffer_of = [&](const Value& v) {
       if (!v.valid()) return rt::kNoBuffer;
@@ -44,14 +44,6 @@ class Lowering {
         buf[{id, 0}] = b;
       }
     }
-    FusionOptions fo;
-    fo.enabled = opts_.fusion;
-    fo.in_place = opts_.in_place;
-    fo.horizontal = opts_.horizontal;
-    fo.can_emit = [](const Graph& gr, NodeId id) { return CodeletCompiler::handles(gr, id); };
-    const FusionPlan plan = plan_fusion(g, fo);
-    EmitOptions eo;
-    eo.training = training;
     // Horizontal kernels (plan_horizontal): one instruction at the first group of each run,
     // reading every group's inputs and writing every group's outputs, in order.
     // A group's outputs: new temp buffers, except an in-place update, which writes over the
@@ -70,10 +62,11 @@ class Lowering {
     std::vector<int> run_of(plan.groups.size(), -1);
     for (size_t r = 0; r < plan.horizontal.size(); ++r)
       for (size_t gi : plan.horizontal[r]) run_of.at(gi) = static_cast<int>(r);
-    auto horizontal = [&](const std::vector<size_t>& run) {
+    auto horizontal = [&](size_t r) {
+      const std::vector<size_t>& run = plan.horizontal[r];
       rt::Instr in;
-      const Node& first = g.nodes[plan.groups[run.front()].root];
-      in.where = opts_.describe && first.loc.valid() ? opts_.describe(first.loc) : "";
+      in.kind = rt::Instr::Kind::Codelet;
+      in.where = where(g.nodes[plan.groups[run.front()].root]);
       std::vector<const FusionGroup*> groups;
       for (size_t gi : run) groups.push_back(&plan.groups[gi]);
       std::vector<size_t> input_base;
@@ -82,24 +75,21 @@ class Lowering {
         for (const Value& v : grp->inputs) in.inputs.push_back(buffer_of(v));
       }
       for (size_t k = 0; k < groups.size(); ++k) place_outputs(groups[k]->outputs, groups[k]->overwrites, input_base[k], in);
-      if (!opts_.dry_run) {
-        EmittedCodelet k = kc_.emit_horizontal(g, groups, plan.inlined, eo);
-        set_kernel(in, k);
-      }
+      out_.sites.push_back({index, f.instrs.size(), std::nullopt, r, true});
       f.instrs.push_back(std::move(in));
     };
     for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
       const FusionGroup& grp = plan.groups[gi];
       if (run_of[gi] >= 0) {
-        const std::vector<size_t>& run = plan.horizontal[static_cast<size_t>(run_of[gi])];
-        if (run.front() == gi) horizontal(run);
+        const size_t r = static_cast<size_t>(run_of[gi]);
+        if (plan.horizontal[r].front() == gi) horizontal(r);
         continue;
       }
       const Node& root = g.nodes[grp.root];
       // A library group's op: its root unless it absorbed an epilogue (then root is later).
       const Node& lib = grp.kind == FusionGroup::Kind::Library ? g.nodes[grp.anchor] : root;
       rt::Instr in;
-      in.where = opts_.describe && lib.loc.valid() ? opts_.describe(lib.loc) : "";
+      in.where = where(lib);
       if (grp.kind == FusionGroup::Kind::Library) {
         for (const Value& v : lib.inputs) in.inputs.push_back(buffer_of(v));
         if (grp.epilogue_bias.valid()) {
@@ -120,33 +110,27 @@ class Lowering {
         library_attrs(lib, in);
         library_epilogue(g, grp, in);
       } else {
-        // A two-phase reduction (ReducePlan::chunks > 1) runs its Partial kernel first, from
-        // the group's inputs into a scratch buffer, which this (Finish) kernel reads after
-        // the group's inputs. A dry run places the same instruction and scratch, kernel-less.
-        std::optional<EmittedCodelet::Partial> partial;
-        if (!opts_.dry_run) {
-          EmittedCodelet k = kc_.emit_group(g, grp, plan.inlined, eo);
-          set_kernel(in, k);
-          partial = std::move(k.partial);
-        } else if (grp.kind == FusionGroup::Kind::Reduce) {
-          if (ReducePlan rp = plan_reduction(g, g.node(grp.anchor)); rp.chunks > 1)
-            partial = EmittedCodelet::Partial{0, {}, {}, 1, rp.scratch_type, rp.scratch_elements};
+        // A two-phase reduction (ReducePlan::chunks > 1) runs its Partial codelet first, from
+        // the group's inputs into a scratch buffer, which this (Finish) codelet reads after
+        // the group's inputs.
+        in.kind = rt::Instr::Kind::Codelet;
+        CodeletSite site{index, 0, std::nullopt, gi, false};
+        if (grp.kind == FusionGroup::Kind::Reduce) {
+          if (const ReducePlan rp = plan_reduction(g, g.node(grp.anchor)); rp.chunks > 1) {
+            rt::Instr part;
+            part.where = in.where;
+            part.kind = rt::Instr::Kind::Codelet;
+            part.inputs = in.inputs;
+            const TensorType scratch{rp.scratch_type, {Dim(rp.scratch_elements)}};
+            part.outputs = {
+                add_buffer(fmt::format("%{}.partials", grp.anchor), scratch, rt::BufferRole::Temp, Value{grp.anchor, 0})};
+            in.inputs.push_back(part.outputs[0]);
+            site.partial = f.instrs.size();
+            f.instrs.push_back(std::move(part));
+          }
         }
-        if (partial) {
-          rt::Instr part;
-          part.where = in.where;
-          part.kind = rt::Instr::Kind::Codelet;
-          part.codelet = partial->codelet;
-          part.sizes = std::move(partial->sizes);
-          part.extent = std::move(partial->extent);
-          part.grain = partial->grain;
-          part.inputs = in.inputs;
-          const TensorType scratch{partial->scratch_type, {Dim(partial->scratch_elements)}};
-          part.outputs = {
-              add_buffer(fmt::format("%{}.partials", grp.anchor), scratch, rt::BufferRole::Temp, Value{grp.anchor, 0})};
-          in.inputs.push_back(part.outputs[0]);
-          f.instrs.push_back(std::move(part));
-        }
+        site.instr = f.instrs.size();
+        out_.sites.push_back(site);
       }
       f.instrs.push_back(std::move(in));
     }
@@ -182,7 +166,7 @@ class Lowering {
     d.shape = syms_.shape(t.shape);
     d.role = role;
     p_.buffers.push_back(std::move(d));
-    if (opts_.buffer_values) opts_.buffer_values->emplace_back(v.valid() ? fn_ : std::string(), v);
+    out_.buffer_values.emplace_back(v.valid() ? fn_ : std::string(), v);
     return static_cast<uint32_t>(p_.buffers.size() - 1);
   }
 
@@ -202,14 +186,7 @@ class Lowering {
     return b;
   }
 
-  // Makes `in` run kernel k (its size table, extent and grain).
-  static void set_kernel(rt::Instr& in, EmittedCodelet& k) {
-    in.kind = rt::Instr::Kind::Codelet;
-    in.codelet = k.codelet;
-    in.sizes = std::move(k.sizes);
-    in.extent = std::move(k.extent);
-    in.grain = k.grain;
-  }
+  std::string where(const Node& n) const { return describe_ && n.loc.valid() ? describe_(n.loc) : ""; }
 
   static std::vector<Value> all_outputs(NodeId id, const Node& n) {
     std::vector<Value> v;
@@ -237,10 +214,10 @@ class Lowering {
     }
   }
 
+  Lowered& out_;
   rt::Program& p_;
   SymbolTable& syms_;
-  CodeletCompiler& kc_;
-  const LowerOptions& opts_;
+  const std::function<std::string(SourceLoc)>& describe_;
   std::map<std::string, uint32_t> persistent_;
   std::string fn_;  // the function being lowered
 };
@@ -309,34 +286,21 @@ rt::TrainSettings lower_train_settings(const TrainConfig& t) {
   return s;
 }
 
-std::shared_ptr<rt::Program> lower_program(const Graph& forward, const Graph* train_step,
-                                           const TrainConfig* train, const LowerOptions& options) {
-  auto p = std::make_shared<rt::Program>();
-  p->model = forward.name;
-  SymbolTable syms;
-  for (const DimDecl& d : forward.dims)
-    if (!d.value) syms.id(d.name);
-  syms.id("$seed");
-  syms.id("$step");
-  CodeletCompiler kc(syms, /*gpu=*/!options.ptx_target.empty());
-  Lowering l(*p, syms, kc, options);
-  if (train_step) l.lower_function("train_step", *train_step, true);
-  if (options.eval || !train_step) l.lower_function("eval", forward, false);
-  if (options.dry_run) {
-    p->symbols = syms.names();
-    if (train) p->train = lower_train_settings(*train);
-    return p;
-  }
-  if (!options.ptx_target.empty()) {
-    p->ptx = kc.ptx(options.ptx_target);
-    p->ptx_target = options.ptx_target;
-  }
-  if (options.llvm_text) *options.llvm_text = kc.module_text();
-  if (options.shared_object) *options.shared_object = kc.shared_object();
-  p->codelets = kc.finish(p->code);
-  p->symbols = syms.names();
-  if (train) p->train = lower_train_settings(*train);
-  return p;
+Lowered lower(const std::string& model, const std::vector<DimDecl>& dims, std::vector<LowerFunction> functions,
+              const TrainConfig* train, const std::function<std::string(SourceLoc)>& describe) {
+  Lowered out;
+  out.program = std::make_shared<rt::Program>();
+  out.program->model = model;
+  for (const DimDecl& d : dims)
+    if (!d.value) out.symbols.id(d.name);
+  out.symbols.id("$seed");
+  out.symbols.id("$step");
+  out.functions = std::move(functions);
+  Lowering l(out, describe);
+  for (size_t k = 0; k < out.functions.size(); ++k) l.lower_function(k);
+  out.program->symbols = out.symbols.names();
+  if (train) out.program->train = lower_train_settings(*train);
+  return out;
 }
 
 }  // namespace modelc
