@@ -194,11 +194,9 @@ SVal Sema::call_def(const ast::Def& def, const std::vector<CallArg>& args, Sourc
   return done.result;
 }
 
-Elaborated Sema::run() {
-  Elaborated out;
-  // Defs and global constants from every module, in order (imports after the main file;
-  // a name may be defined once).
-  std::map<std::string, SourceLoc> models_seen;
+// Defs and models from every module, in order (imports after the main file; a name may be
+// defined once); the models' names and places into `models_seen`.
+void Sema::collect_decls(std::map<std::string, SourceLoc>& models_seen) {
   for (const ast::Module* m : modules_) {
     for (const ast::Def& d : m->defs) {
       if (auto it = defs_.find(d.name); it != defs_.end()) {
@@ -226,12 +224,14 @@ Elaborated Sema::run() {
       models_seen.emplace(md.name, md.loc);
     }
   }
+}
+
+// The global constants, imports first, with the -D overrides (those used into `used`).
+void Sema::eval_globals(const std::map<std::string, std::string>& defines, std::set<std::string>& defines_used) {
   frames_.reserve(kMaxCallDepth + 8);  // references to frames stay valid while calls nest
   Graph scratch;  // global constants create no nodes, but eval needs a graph to describe values
   g_ = &scratch;
   frames_.emplace_back();  // global frame
-  std::map<std::string, std::string> defines(opts_.defines.begin(), opts_.defines.end());
-  std::set<std::string> defines_used;
   for (auto it = modules_.rbegin(); it != modules_.rend(); ++it) {  // imports first
     for (const ast::StmtPtr& l : (*it)->lets) {
       const std::string& name = l->names[0];
@@ -254,9 +254,10 @@ Elaborated Sema::run() {
     }
   }
   frames_.clear();
-  if (diags_.has_errors()) return out;
+}
 
-  // The model.
+// The model to elaborate: --model's, or the main file's only one (null after an error).
+const ast::Model* Sema::choose_model(const std::map<std::string, SourceLoc>& models_seen) {
   const ast::Model* model = nullptr;
   if (!opts_.model.empty()) {
     for (const ast::Module* m : modules_)
@@ -266,27 +267,30 @@ Elaborated Sema::run() {
       std::vector<std::string> names;
       for (const auto& kv : models_seen) names.push_back(kv.first);
       diags_.error({}, fmt::format("no model named '{}' in {}{}", opts_.model, sm_.name(modules_[0]->file), suggest(opts_.model, names)));
-      return out;
+      return nullptr;
     }
   } else {
     const auto& ms = modules_[0]->models;
     if (ms.empty()) {
       diags_.error(SourceLoc{modules_[0]->file, 0, 0}, "no model in this file (declare one with 'model NAME(...) { ... }')");
-      return out;
+      return nullptr;
     }
     if (ms.size() > 1) {
       std::string list;
       for (const ast::Model& md : ms) list += (list.empty() ? "" : ", ") + md.name;
       diags_.error(SourceLoc{modules_[0]->file, 0, 0}, fmt::format("this file defines {} models ({}); choose one with --model", ms.size(), list));
-      return out;
+      return nullptr;
     }
     model = &ms[0];
   }
-  if (diags_.has_errors()) return out;
+  return model;
+}
 
-  auto graph = std::make_unique<Graph>();
-  g_ = graph.get();
-  g_->name = model->name;
+// The model's dims (with -D values and defaults) into the graph and the model's frame; a -D
+// that names nothing is an error.
+void Sema::bind_dims(const ast::Model& m, const std::map<std::string, std::string>& defines,
+                     std::set<std::string>& defines_used) {
+  const ast::Model* model = &m;
   frames_.emplace_back();
   Frame& mf = frames_.back();
   for (const ast::DimParam& d : model->dims) {
@@ -328,10 +332,11 @@ Elaborated Sema::run() {
                                    model->name, name, suggest(name, names)));
     }
   }
-  if (diags_.has_errors()) return out;
+}
 
-  exec_block(model->body);
-  if (stopped()) return out;
+// After the body: a model without outputs is an error, unused names, inputs and params warnings.
+void Sema::check_unused(const ast::Model& m) {
+  const ast::Model* model = &m;
   // Unused names, inputs and parameters are almost always a mistake; after an error they
   // are mostly noise (the uses may sit in the expressions that failed). Decided once here,
   // so that -Werror turning the first warning into an error does not hide the others.
@@ -352,9 +357,12 @@ Elaborated Sema::run() {
     for (NodeId id : g_->params)
       if (!used[id]) diags_.warning(g_->nodes[id].loc, fmt::format("parameter '{}' is never used", g_->nodes[id].name));
   }
-  frames_.clear();
+}
 
-  // The train section for this model, if any.
+// The train section of the model, if any, checked into out.train; one for an unknown model
+// is an error.
+void Sema::find_train(const ast::Model& md, const std::map<std::string, SourceLoc>& models_seen, Elaborated& out) {
+  const ast::Model* model = &md;
   for (const ast::Module* m : modules_) {
     for (const ast::Train& t : m->trains) {
       if (!models_seen.count(t.name)) {
@@ -377,6 +385,28 @@ Elaborated Sema::run() {
       frames_.clear();
     }
   }
+}
+
+Elaborated Sema::run() {
+  Elaborated out;
+  std::map<std::string, SourceLoc> models_seen;
+  collect_decls(models_seen);
+  const std::map<std::string, std::string> defines(opts_.defines.begin(), opts_.defines.end());
+  std::set<std::string> defines_used;
+  eval_globals(defines, defines_used);
+  if (diags_.has_errors()) return out;
+  const ast::Model* model = choose_model(models_seen);
+  if (!model || diags_.has_errors()) return out;
+  auto graph = std::make_unique<Graph>();
+  g_ = graph.get();
+  g_->name = model->name;
+  bind_dims(*model, defines, defines_used);
+  if (diags_.has_errors()) return out;
+  exec_block(model->body);
+  if (stopped()) return out;
+  check_unused(*model);
+  frames_.clear();
+  find_train(*model, models_seen, out);
   if (diags_.has_errors()) return out;
   out.graph = std::move(graph);
   return out;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -81,7 +82,24 @@ class Sema {
   void bind(const std::string& name, SVal v, SourceLoc decl, Binding::Kind kind);
   SVal call_def(const ast::Def& def, const std::vector<CallArg>& args, SourceLoc loc, bool checkpoint);
   void exec_block(const std::vector<ast::StmtPtr>& body);
+  // Sema::run's steps, in order (sema_decl.cc).
+  void collect_decls(std::map<std::string, SourceLoc>& models_seen);
+  void eval_globals(const std::map<std::string, std::string>& defines, std::set<std::string>& defines_used);
+  const ast::Model* choose_model(const std::map<std::string, SourceLoc>& models_seen);
+  void bind_dims(const ast::Model& m, const std::map<std::string, std::string>& defines,
+                 std::set<std::string>& defines_used);
+  void check_unused(const ast::Model& m);
+  void find_train(const ast::Model& m, const std::map<std::string, SourceLoc>& models_seen, Elaborated& out);
   void exec(const ast::Stmt& s);
+  void exec_let(const ast::Stmt& s);
+  void exec_input(const ast::Stmt& s, bool in_def);
+  void exec_param(const ast::Stmt& s);
+  void exec_output(const ast::Stmt& s, bool in_def);
+  void exec_return(const ast::Stmt& s, bool in_def);
+  void exec_for(const ast::Stmt& s);
+  void exec_assign(const ast::Stmt& s);
+  // An error (and true) when `name` is already declared in this frame as other than a variable.
+  bool declared_twice(const std::string& name, SourceLoc loc);
   Node& new_node_defaults(Node& n, SourceLoc loc);
   bool stopped() const { return diags_.at_error_limit() || aborted_; }
 

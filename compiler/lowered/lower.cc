@@ -20,119 +20,23 @@ class Lowering {
 
   void lower_function(size_t index) {
     const LowerFunction& fn = out_.functions[index];
-    const Graph& g = *fn.graph;
-    const FusionPlan& plan = *fn.plan;
+    index_ = index;
+    g_ = fn.graph;
+    plan_ = fn.plan;
+    const Graph& g = *g_;
+    const FusionPlan& plan = *plan_;
     rt::Function f;
     f.name = fn.name;
+    f_ = &f;
     fn_ = fn.name;
-    std::map<std::pair<NodeId, uint32_t>, uint32_t> buf;  // node output -> buffer
-    auto buffer_of = [&](const Value& v) {
-      if (!v.valid()) return rt::kNoBuffer;
-      auto it = buf.find({v.node, v.index});
-      if (it == buf.end()) throw InternalError(fmt::format("lower: %{} is read before it is written", v.node));
-      return it->second;
-    };
-    for (NodeId id = 0; id < g.nodes.size(); ++id) {
-      const Node& n = g.nodes[id];
-      if (n.op == OpKind::Param || n.op == OpKind::State) {
-        buf[{id, 0}] = persistent(n);
-      } else if (n.op == OpKind::Input) {
-        uint32_t b = add_buffer(n.name, n.outputs[0], rt::BufferRole::Input, Value{id, 0});
-        uint32_t micro = n.attrs.has("micro") ? static_cast<uint32_t>(n.attrs.i("micro")) : 0;
-        f.micro_batches = std::max(f.micro_batches, micro + 1);
-        f.feeds.push_back({n.name, micro, b});
-        buf[{id, 0}] = b;
-      }
-    }
-    // Horizontal kernels (plan_horizontal): one instruction at the first group of each run,
-    // reading every group's inputs and writing every group's outputs, in order.
-    // A group's outputs: new temp buffers, except an in-place update, which writes over the
-    // persistent buffer it read (plan_in_place); `base`: where the group's inputs start.
-    auto place_outputs = [&](const std::vector<Value>& outs, const std::vector<int>& overwrites, size_t base,
-                             rt::Instr& in) {
-      for (size_t o = 0; o < outs.size(); ++o) {
-        const Value& v = outs[o];
-        const int over = o < overwrites.size() ? overwrites[o] : -1;
-        uint32_t b = over >= 0 ? in.inputs.at(base + static_cast<size_t>(over))
-                               : add_buffer(fmt::format("%{}", v.node), g.type(v), rt::BufferRole::Temp, v);
-        buf[{v.node, v.index}] = b;
-        in.outputs.push_back(b);
-      }
-    };
+    buf_.clear();
+    lower_sources();
     std::vector<int> run_of(plan.groups.size(), -1);
     for (size_t r = 0; r < plan.horizontal.size(); ++r)
       for (size_t gi : plan.horizontal[r]) run_of.at(gi) = static_cast<int>(r);
-    auto horizontal = [&](size_t r) {
-      const std::vector<size_t>& run = plan.horizontal[r];
-      rt::Instr in;
-      in.kind = rt::Instr::Kind::Codelet;
-      in.where = where(g.nodes[plan.groups[run.front()].root]);
-      std::vector<const FusionGroup*> groups;
-      for (size_t gi : run) groups.push_back(&plan.groups[gi]);
-      std::vector<size_t> input_base;
-      for (const FusionGroup* grp : groups) {
-        input_base.push_back(in.inputs.size());
-        for (const Value& v : grp->inputs) in.inputs.push_back(buffer_of(v));
-      }
-      for (size_t k = 0; k < groups.size(); ++k) place_outputs(groups[k]->outputs, groups[k]->overwrites, input_base[k], in);
-      out_.sites.push_back({index, f.instrs.size(), std::nullopt, r, true});
-      f.instrs.push_back(std::move(in));
-    };
     for (size_t gi = 0; gi < plan.groups.size(); ++gi) {
-      const FusionGroup& grp = plan.groups[gi];
-      if (run_of[gi] >= 0) {
-        const size_t r = static_cast<size_t>(run_of[gi]);
-        if (plan.horizontal[r].front() == gi) horizontal(r);
-        continue;
-      }
-      const Node& root = g.nodes[grp.root];
-      // A library group's op: its root unless it absorbed an epilogue (then root is later).
-      const Node& lib = grp.kind == FusionGroup::Kind::Library ? g.nodes[grp.anchor] : root;
-      rt::Instr in;
-      in.where = where(lib);
-      if (grp.kind == FusionGroup::Kind::Library) {
-        for (const Value& v : lib.inputs) in.inputs.push_back(buffer_of(v));
-        if (grp.epilogue_bias.valid()) {
-          // After every tensor parameter of the op, absent ones included (conv2d's bias).
-          size_t own = 0;
-          for (const ParamSpec& p : op_info(lib.op).params) own += p.kind == ParamKind::Tensor || p.kind == ParamKind::OptTensor;
-          while (in.inputs.size() < own) in.inputs.push_back(rt::kNoBuffer);
-          in.inputs.push_back(buffer_of(grp.epilogue_bias));
-        }
-      } else {
-        for (const Value& v : grp.inputs) in.inputs.push_back(buffer_of(v));
-      }
-      if (grp.kind == FusionGroup::Kind::Library) place_outputs(all_outputs(grp.root, root), {}, 0, in);
-      else place_outputs(grp.outputs, grp.overwrites, 0, in);
-      if (grp.kind == FusionGroup::Kind::Library) {
-        in.kind = rt::Instr::Kind::Library;
-        in.op = op_info(lib.op).name;
-        library_attrs(lib, in);
-        library_epilogue(g, grp, in);
-      } else {
-        // A two-phase reduction (ReducePlan::chunks > 1) runs its Partial codelet first, from
-        // the group's inputs into a scratch buffer, which this (Finish) codelet reads after
-        // the group's inputs.
-        in.kind = rt::Instr::Kind::Codelet;
-        CodeletSite site{index, 0, std::nullopt, gi, false};
-        if (grp.kind == FusionGroup::Kind::Reduce) {
-          if (const ReducePlan rp = plan_reduction(g, g.node(grp.anchor)); rp.chunks > 1) {
-            rt::Instr part;
-            part.where = in.where;
-            part.kind = rt::Instr::Kind::Codelet;
-            part.inputs = in.inputs;
-            const TensorType scratch{rp.scratch_type, {Dim(rp.scratch_elements)}};
-            part.outputs = {
-                add_buffer(fmt::format("%{}.partials", grp.anchor), scratch, rt::BufferRole::Temp, Value{grp.anchor, 0})};
-            in.inputs.push_back(part.outputs[0]);
-            site.partial = f.instrs.size();
-            f.instrs.push_back(std::move(part));
-          }
-        }
-        site.instr = f.instrs.size();
-        out_.sites.push_back(site);
-      }
-      f.instrs.push_back(std::move(in));
+      if (run_of[gi] < 0) lower_group(gi);
+      else if (const size_t r = static_cast<size_t>(run_of[gi]); plan.horizontal[r].front() == gi) lower_horizontal(r);
     }
     for (const Graph::Output& o : g.outputs) {
       uint32_t b = buffer_of(o.value);
@@ -157,6 +61,115 @@ class Lowering {
   }
 
  private:
+  uint32_t buffer_of(const Value& v) const {
+    if (!v.valid()) return rt::kNoBuffer;
+    auto it = buf_.find({v.node, v.index});
+    if (it == buf_.end()) throw InternalError(fmt::format("lower: %{} is read before it is written", v.node));
+    return it->second;
+  }
+
+  // Inputs (the function's feeds), params and states.
+  void lower_sources() {
+    const Graph& g = *g_;
+    for (NodeId id = 0; id < g.nodes.size(); ++id) {
+      const Node& n = g.nodes[id];
+      if (n.op == OpKind::Param || n.op == OpKind::State) {
+        buf_[{id, 0}] = persistent(n);
+      } else if (n.op == OpKind::Input) {
+        uint32_t b = add_buffer(n.name, n.outputs[0], rt::BufferRole::Input, Value{id, 0});
+        uint32_t micro = n.attrs.has("micro") ? static_cast<uint32_t>(n.attrs.i("micro")) : 0;
+        f_->micro_batches = std::max(f_->micro_batches, micro + 1);
+        f_->feeds.push_back({n.name, micro, b});
+        buf_[{id, 0}] = b;
+      }
+    }
+  }
+
+  // A group's outputs: new temp buffers, except an in-place update, which writes over the
+  // persistent buffer it read (plan_in_place); `base`: where the group's inputs start.
+  void place_outputs(const std::vector<Value>& outs, const std::vector<int>& overwrites, size_t base, rt::Instr& in) {
+    for (size_t o = 0; o < outs.size(); ++o) {
+      const Value& v = outs[o];
+      const int over = o < overwrites.size() ? overwrites[o] : -1;
+      uint32_t b = over >= 0 ? in.inputs.at(base + static_cast<size_t>(over))
+                             : add_buffer(fmt::format("%{}", v.node), g_->type(v), rt::BufferRole::Temp, v);
+      buf_[{v.node, v.index}] = b;
+      in.outputs.push_back(b);
+    }
+  }
+
+  // Horizontal codelets (plan_horizontal): one instruction at the first group of each run,
+  // reading every group's inputs and writing every group's outputs, in order.
+  void lower_horizontal(size_t r) {
+    const FusionPlan& plan = *plan_;
+    const std::vector<size_t>& run = plan.horizontal[r];
+    rt::Instr in;
+    in.kind = rt::Instr::Kind::Codelet;
+    in.where = where(g_->nodes[plan.groups[run.front()].root]);
+    std::vector<size_t> input_base;
+    for (size_t gi : run) {
+      input_base.push_back(in.inputs.size());
+      for (const Value& v : plan.groups[gi].inputs) in.inputs.push_back(buffer_of(v));
+    }
+    for (size_t k = 0; k < run.size(); ++k)
+      place_outputs(plan.groups[run[k]].outputs, plan.groups[run[k]].overwrites, input_base[k], in);
+    out_.sites.push_back({index_, f_->instrs.size(), std::nullopt, r, true});
+    f_->instrs.push_back(std::move(in));
+  }
+
+  // A library call, or a codelet (two for a two-phase reduction).
+  void lower_group(size_t gi) {
+    const Graph& g = *g_;
+    const FusionGroup& grp = plan_->groups[gi];
+    const Node& root = g.nodes[grp.root];
+    rt::Instr in;
+    if (grp.kind == FusionGroup::Kind::Library) {
+      // The group's op: its root unless it absorbed an epilogue (then root is later).
+      const Node& lib = g.nodes[grp.anchor];
+      in.where = where(lib);
+      for (const Value& v : lib.inputs) in.inputs.push_back(buffer_of(v));
+      if (grp.epilogue_bias.valid()) {
+        // After every tensor parameter of the op, absent ones included (conv2d's bias).
+        size_t own = 0;
+        for (const ParamSpec& p : op_info(lib.op).params) own += p.kind == ParamKind::Tensor || p.kind == ParamKind::OptTensor;
+        while (in.inputs.size() < own) in.inputs.push_back(rt::kNoBuffer);
+        in.inputs.push_back(buffer_of(grp.epilogue_bias));
+      }
+      place_outputs(all_outputs(grp.root, root), {}, 0, in);
+      in.kind = rt::Instr::Kind::Library;
+      in.op = op_info(lib.op).name;
+      library_attrs(lib, in);
+      library_epilogue(g, grp, in);
+      f_->instrs.push_back(std::move(in));
+      return;
+    }
+    in.where = where(root);
+    for (const Value& v : grp.inputs) in.inputs.push_back(buffer_of(v));
+    place_outputs(grp.outputs, grp.overwrites, 0, in);
+    // A two-phase reduction (ReducePlan::chunks > 1) runs its Partial codelet first, from
+    // the group's inputs into a scratch buffer, which this (Finish) codelet reads after
+    // the group's inputs.
+    in.kind = rt::Instr::Kind::Codelet;
+    CodeletSite site{index_, 0, std::nullopt, gi, false};
+    if (grp.kind == FusionGroup::Kind::Reduce) {
+      if (const ReducePlan rp = plan_reduction(g, g.node(grp.anchor)); rp.chunks > 1) {
+        rt::Instr part;
+        part.where = in.where;
+        part.kind = rt::Instr::Kind::Codelet;
+        part.inputs = in.inputs;
+        const TensorType scratch{rp.scratch_type, {Dim(rp.scratch_elements)}};
+        part.outputs = {
+            add_buffer(fmt::format("%{}.partials", grp.anchor), scratch, rt::BufferRole::Temp, Value{grp.anchor, 0})};
+        in.inputs.push_back(part.outputs[0]);
+        site.partial = f_->instrs.size();
+        f_->instrs.push_back(std::move(part));
+      }
+    }
+    site.instr = f_->instrs.size();
+    out_.sites.push_back(site);
+    f_->instrs.push_back(std::move(in));
+  }
+
   // `v`: the value the buffer holds in the current function's graph (none for params
   // and states).
   uint32_t add_buffer(std::string name, const TensorType& t, rt::BufferRole role, Value v = {}) {
@@ -219,7 +232,14 @@ class Lowering {
   SymbolTable& syms_;
   const std::function<std::string(SourceLoc)>& describe_;
   std::map<std::string, uint32_t> persistent_;
-  std::string fn_;  // the function being lowered
+  // The function being lowered: its name, index, graph, plan, Function, and the buffer of
+  // each node output.
+  std::string fn_;
+  size_t index_ = 0;
+  const Graph* g_ = nullptr;
+  const FusionPlan* plan_ = nullptr;
+  rt::Function* f_ = nullptr;
+  std::map<std::pair<NodeId, uint32_t>, uint32_t> buf_;
 };
 
 }  // namespace

@@ -280,6 +280,156 @@ int guarded(const std::function<int()>& body) {
 
 }  // namespace
 
+namespace {
+
+// --resume: the params, states, step and data position of checkpoint `path`, checked
+// against the model and the seed.
+void resume(rt::Session& s, const Loaded& l, const std::string& path, rt::DataPosition& start, bool quiet) {
+  rt::Checkpoint c = rt::load_checkpoint(path);
+  rt::check_against(c, persistent_specs(s, true));
+  for (const std::string& n : s.param_names()) s.set_param(n, *c.find(n));
+  for (const std::string& n : s.state_names()) s.set_state(n, *c.find(n));
+  auto get = [&](const char* key) -> std::string {
+    auto it = c.metadata.find(key);
+    if (it == c.metadata.end()) throw rt::CheckpointError(fmt::format("{}: metadata has no '{}'", path, key));
+    return it->second;
+  };
+  if (get("model") != l.program->model)
+    throw rt::CheckpointError(fmt::format("{}: a checkpoint of model '{}', not '{}'", path, get("model"), l.program->model));
+  if (std::stoull(get("seed")) != s.seed())
+    throw rt::CheckpointError(fmt::format("{}: written with seed {}, this run has seed {} (pass --seed {})", path,
+                                          get("seed"), s.seed(), get("seed")));
+  s.set_step(std::stoll(get("step")));
+  start = rt::get_position(c.metadata, path);
+  if (!quiet) fmt::print(stderr, "resumed from {} at step {}\n", path, s.step());
+}
+
+// What a training run is about to do (stderr).
+void print_train_header(rt::Session& s, const Loaded& l, const rt::Dataset& data, const rt::TrainSettings& t,
+                        int64_t total, int64_t batch, int64_t per_epoch) {
+  const rt::Dataset* ds = &data;
+  fmt::print(stderr, "model {}: {} parameters in {} tensors; {} training and {} held-out examples ({})\n", l.program->model,
+             [&] {
+               int64_t n = 0;
+               for (const std::string& p : s.param_names()) n += s.param(p).numel();
+               return n;
+             }(),
+             s.param_names().size(), ds->size(rt::Split::Train), ds->size(rt::Split::Heldout), ds->origin());
+  fmt::print(stderr, "training {} steps of {} examples ({} per epoch) on {}, {} threads, optimizer {}, lr {}\n", total,
+             batch, per_epoch, s.device(), s.threads(), t.optimizer, t.schedule.lr);
+  if (!s.device_note().empty()) fmt::print(stderr, "not on CUDA: {}\n", s.device_note());
+}
+
+// The training loop's state: steps are pipelined (Session::submit_step): the next batch is
+// loaded and submitted while the step before it runs (on CUDA its upload overlaps that
+// step), except after a step that an evaluation or checkpoint follows, which must see
+// exactly its parameters.
+struct TrainLoop {
+  const TrainOptions& o;
+  const Loaded& l;
+  const rt::TrainSettings& t;
+  std::shared_ptr<const rt::Dataset> ds;
+  rt::Session& s;
+  rt::TrainLoader& loader;
+  MetricsWriter& metrics;
+  Progress& bar;
+  const std::string& ckpt_path;
+  int64_t total;
+  bool scaling;  // fp16 training's dynamic loss scaling (docs/precision.md): two more outputs
+
+  struct Submitted {
+    int64_t step, epoch, n;  // step: the number of steps done once it has run
+    double lr;
+    bool epoch_end, due;
+  };
+  std::deque<Submitted> in_flight;
+  rt::NamedTensors dumped;
+  EvalResult last_eval;
+  bool evaluated = false;
+  double epoch_loss = 0;
+  int64_t epoch_steps = 0;
+  int64_t skipped = 0, scaled_steps = 0;
+  double loss_scale = 0;
+
+  void eval() {
+    last_eval = evaluate(s, l, ds, t.batch);
+    evaluated = true;
+    bar.line(fmt::format("step {}: held-out loss {:.4f}{} ({} examples)", s.step(), last_eval.loss,
+                         fmt_acc(last_eval.accuracy), last_eval.examples));
+    std::vector<std::pair<std::string, double>> row = {{"step", static_cast<double>(s.step())},
+                                                       {"loss", last_eval.loss},
+                                                       {"examples", static_cast<double>(last_eval.examples)}};
+    if (!std::isnan(last_eval.accuracy)) row.emplace_back("accuracy", last_eval.accuracy);
+    metrics.write("eval", row);
+    if (!ckpt_path.empty()) {
+      auto md = std::map<std::string, std::string>{{"model", l.program->model},
+                                                   {"step", std::to_string(s.step())},
+                                                   {"seed", std::to_string(s.seed())}};
+      rt::put_position(md, loader.position());
+      rt::save_checkpoint(ckpt_path, persistent_tensors(s, true), md);
+    }
+  }
+
+  void finish_one() {
+    const Submitted f = in_flight.front();
+    in_flight.pop_front();
+    const rt::StepResult r = s.finish_step();
+    const double loss = r.loss;
+    bar.step(f.step - 1, loss, f.n, f.lr);
+    epoch_loss += loss;
+    ++epoch_steps;
+    std::vector<std::pair<std::string, double>> row = {{"step", static_cast<double>(f.step)},
+                                                       {"epoch", static_cast<double>(f.epoch)},
+                                                       {"loss", loss},
+                                                       {"lr", f.lr},
+                                                       {"grad_norm", r.grad_norm},
+                                                       {"samples_per_second", bar.samples_per_second()}};
+    if (scaling) {
+      loss_scale = r.outputs.at("loss_scale").f32()[0];
+      const bool skip = r.outputs.at("skipped").f32()[0] != 0;
+      skipped += skip;
+      ++scaled_steps;
+      row.emplace_back("loss_scale", loss_scale);
+      row.emplace_back("skipped", skip ? 1.0 : 0.0);
+    }
+    metrics.write("train", row);
+    if (!std::isfinite(loss)) {
+      bar.finish();
+      throw std::runtime_error(fmt::format("the loss is {} at step {}: training diverged (try a lower --lr)", loss, f.step));
+    }
+    if (f.due || f.step == total) {
+      if (f.epoch_end && !o.common.quiet)
+        bar.line(fmt::format("epoch {} done: mean training loss {:.4f}", f.epoch + 1, epoch_loss / static_cast<double>(epoch_steps)));
+      if (f.epoch_end) epoch_loss = 0, epoch_steps = 0;
+      eval();
+    }
+  }
+
+  void run() {
+    while (s.step() < total || !in_flight.empty()) {
+      if (s.step() < total && (in_flight.empty() || (in_flight.size() < 2 && !in_flight.back().due))) {
+        rt::Batch b = loader.next();
+        if (!o.dump_batches.empty()) {
+          dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.features), b.features);
+          dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.labels), b.labels);
+        }
+        Submitted f{s.step() + 1, b.epoch, b.size(), s.current_lr(), false, false};
+        s.submit_step(feed(l, b));
+        f.epoch_end = loader.position().batch == 0;
+        f.due = (t.eval_every > 0 ? f.step % t.eval_every == 0 : f.epoch_end) || f.step == total;
+        in_flight.push_back(f);
+        continue;
+      }
+      finish_one();
+    }
+    bar.finish();
+    if (!o.dump_batches.empty()) rt::save_checkpoint(o.dump_batches, dumped, {{"model", l.program->model}});
+    if (!evaluated) eval();
+  }
+};
+
+}  // namespace
+
 int run_train(const TrainOptions& o) {
   return guarded([&] {
     Loaded l = compile(o.common, true);
@@ -313,23 +463,7 @@ int run_train(const TrainOptions& o) {
     if (o.resume) {
       std::string path = o.resume->empty() ? ckpt_path : *o.resume;
       if (path.empty()) throw std::runtime_error("--resume needs a checkpoint path or --checkpoint-dir");
-      rt::Checkpoint c = rt::load_checkpoint(path);
-      rt::check_against(c, persistent_specs(s, true));
-      for (const std::string& n : s.param_names()) s.set_param(n, *c.find(n));
-      for (const std::string& n : s.state_names()) s.set_state(n, *c.find(n));
-      auto get = [&](const char* key) -> std::string {
-        auto it = c.metadata.find(key);
-        if (it == c.metadata.end()) throw rt::CheckpointError(fmt::format("{}: metadata has no '{}'", path, key));
-        return it->second;
-      };
-      if (get("model") != l.program->model)
-        throw rt::CheckpointError(fmt::format("{}: a checkpoint of model '{}', not '{}'", path, get("model"), l.program->model));
-      if (std::stoull(get("seed")) != s.seed())
-        throw rt::CheckpointError(fmt::format("{}: written with seed {}, this run has seed {} (pass --seed {})", path,
-                                              get("seed"), s.seed(), get("seed")));
-      s.set_step(std::stoll(get("step")));
-      start = rt::get_position(c.metadata, path);
-      if (!o.common.quiet) fmt::print(stderr, "resumed from {} at step {}\n", path, s.step());
+      resume(s, l, path, start, o.common.quiet);
     }
     if (!o.save_initial.empty()) rt::save_checkpoint(o.save_initial, persistent_tensors(s, false), {{"model", l.program->model}});
     if (!o.checkpoint_dir.empty()) fs::create_directories(o.checkpoint_dir);
@@ -348,114 +482,18 @@ int run_train(const TrainOptions& o) {
       metrics = MetricsWriter(o.metrics, columns);
     }
 
-    if (!o.common.quiet) {
-      fmt::print(stderr, "model {}: {} parameters in {} tensors; {} training and {} held-out examples ({})\n", l.program->model,
-                 [&] {
-                   int64_t n = 0;
-                   for (const std::string& p : s.param_names()) n += s.param(p).numel();
-                   return n;
-                 }(),
-                 s.param_names().size(), ds->size(rt::Split::Train), ds->size(rt::Split::Heldout), ds->origin());
-      fmt::print(stderr, "training {} steps of {} examples ({} per epoch) on {}, {} threads, optimizer {}, lr {}\n", total,
-                 batch, per_epoch, s.device(), s.threads(), t.optimizer, t.schedule.lr);
-      if (!s.device_note().empty()) fmt::print(stderr, "not on CUDA: {}\n", s.device_note());
-    }
-
+    if (!o.common.quiet) print_train_header(s, l, *ds, t, total, batch, per_epoch);
     rt::TrainLoader loader(ds, batch, l.example_shape, static_cast<uint64_t>(t.seed), start);
-    rt::NamedTensors dumped;
     Progress bar(total, s.step(), isatty(2) != 0, o.common.quiet);
-    EvalResult last_eval;
-    bool evaluated = false;
-    double epoch_loss = 0;
-    int64_t epoch_steps = 0;
-    auto do_eval = [&] {
-      last_eval = evaluate(s, l, ds, t.batch);
-      evaluated = true;
-      bar.line(fmt::format("step {}: held-out loss {:.4f}{} ({} examples)", s.step(), last_eval.loss,
-                           fmt_acc(last_eval.accuracy), last_eval.examples));
-      std::vector<std::pair<std::string, double>> row = {{"step", static_cast<double>(s.step())},
-                                                         {"loss", last_eval.loss},
-                                                         {"examples", static_cast<double>(last_eval.examples)}};
-      if (!std::isnan(last_eval.accuracy)) row.emplace_back("accuracy", last_eval.accuracy);
-      metrics.write("eval", row);
-      if (!ckpt_path.empty()) {
-        auto md = std::map<std::string, std::string>{{"model", l.program->model},
-                                                     {"step", std::to_string(s.step())},
-                                                     {"seed", std::to_string(s.seed())}};
-        rt::put_position(md, loader.position());
-        rt::save_checkpoint(ckpt_path, persistent_tensors(s, true), md);
-      }
-    };
-    // Steps are pipelined (Session::submit_step): the next batch is loaded and submitted
-    // while the step before it runs (on CUDA its upload overlaps that step), except after a
-    // step that an evaluation or checkpoint follows, which must see exactly its parameters.
-    struct Submitted {
-      int64_t step, epoch, n;  // step: the number of steps done once it has run
-      double lr;
-      bool epoch_end, due;
-    };
-    std::deque<Submitted> in_flight;
-    int64_t skipped = 0, scaled_steps = 0;
-    double loss_scale = 0;
-    auto finish_one = [&] {
-      const Submitted f = in_flight.front();
-      in_flight.pop_front();
-      const rt::StepResult r = s.finish_step();
-      const double loss = r.loss;
-      bar.step(f.step - 1, loss, f.n, f.lr);
-      epoch_loss += loss;
-      ++epoch_steps;
-      std::vector<std::pair<std::string, double>> row = {{"step", static_cast<double>(f.step)},
-                                                         {"epoch", static_cast<double>(f.epoch)},
-                                                         {"loss", loss},
-                                                         {"lr", f.lr},
-                                                         {"grad_norm", r.grad_norm},
-                                                         {"samples_per_second", bar.samples_per_second()}};
-      if (scaling) {
-        loss_scale = r.outputs.at("loss_scale").f32()[0];
-        const bool skip = r.outputs.at("skipped").f32()[0] != 0;
-        skipped += skip;
-        ++scaled_steps;
-        row.emplace_back("loss_scale", loss_scale);
-        row.emplace_back("skipped", skip ? 1.0 : 0.0);
-      }
-      metrics.write("train", row);
-      if (!std::isfinite(loss)) {
-        bar.finish();
-        throw std::runtime_error(fmt::format("the loss is {} at step {}: training diverged (try a lower --lr)", loss, f.step));
-      }
-      if (f.due || f.step == total) {
-        if (f.epoch_end && !o.common.quiet)
-          bar.line(fmt::format("epoch {} done: mean training loss {:.4f}", f.epoch + 1, epoch_loss / static_cast<double>(epoch_steps)));
-        if (f.epoch_end) epoch_loss = 0, epoch_steps = 0;
-        do_eval();
-      }
-    };
-    while (s.step() < total || !in_flight.empty()) {
-      if (s.step() < total && (in_flight.empty() || (in_flight.size() < 2 && !in_flight.back().due))) {
-        rt::Batch b = loader.next();
-        if (!o.dump_batches.empty()) {
-          dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.features), b.features);
-          dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.labels), b.labels);
-        }
-        Submitted f{s.step() + 1, b.epoch, b.size(), s.current_lr(), false, false};
-        s.submit_step(feed(l, b));
-        f.epoch_end = loader.position().batch == 0;
-        f.due = (t.eval_every > 0 ? f.step % t.eval_every == 0 : f.epoch_end) || f.step == total;
-        in_flight.push_back(f);
-        continue;
-      }
-      finish_one();
-    }
-    bar.finish();
-    if (!o.dump_batches.empty()) rt::save_checkpoint(o.dump_batches, dumped, {{"model", l.program->model}});
-    if (!evaluated) do_eval();
+    TrainLoop loop{o, l, t, ds, s, loader, metrics, bar, ckpt_path, total, scaling};
+    loop.run();
+    const EvalResult& last_eval = loop.last_eval;
     fmt::print("{}: {} steps in {}, {:.0f} samples/s on {} threads\n", l.program->model, total,
                format_duration(bar.elapsed_seconds()), bar.samples_per_second(), s.threads());
     fmt::print("held-out: loss {:.4f}{} on {} examples\n", last_eval.loss, fmt_acc(last_eval.accuracy), last_eval.examples);
     if (scaling)
-      fmt::print("fp16 loss scaling: {} of {} steps skipped (inf/NaN gradients), scale {:g} at the end\n", skipped,
-                 scaled_steps, loss_scale);
+      fmt::print("fp16 loss scaling: {} of {} steps skipped (inf/NaN gradients), scale {:g} at the end\n", loop.skipped,
+                 loop.scaled_steps, loop.loss_scale);
     if (ds->windowed())
       fmt::print("unigram entropy of the training targets: {:.4f} nats (the loss of a model that ignores its input)\n",
                  ds->unigram_entropy());
