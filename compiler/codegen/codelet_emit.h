@@ -172,7 +172,6 @@ class CodeletBuilder {
   void strided_loop(llvm::Value* start, llvm::Value* n, llvm::Value* step, const std::function<void(llvm::Value*)>& body);
   std::vector<llvm::Value*> block_reduce(const std::vector<llvm::Value*>& extents, const std::vector<Accumulator>& accs,
                                          const Element& element);
-  llvm::Value* combine_across_block(llvm::Value* partial, const Accumulator& acc);
   llvm::Value* shuffle_xor(llvm::Value* v, unsigned lane_mask);
   void block_parallel_loop(llvm::Value* n, const std::function<void(llvm::Value*)>& body);
   void block_single(const std::function<void()>& body);

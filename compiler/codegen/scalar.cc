@@ -23,6 +23,7 @@ class Emitter {
   Emitter(llvm::IRBuilderBase& b, const std::map<std::string, llvm::Value*>& vars) : b_(b), vars_(vars) {}
 
   // `hint`: the type a constant takes (the other operand's), or null for f32.
+  // Long by design: one switch over the scalar expression kinds, a few lines each.
   llvm::Value* emit(const ScalarExpr& e, llvm::Type* hint = nullptr) {
     switch (e.op) {
       case Op::Const: {

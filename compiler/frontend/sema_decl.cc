@@ -106,6 +106,7 @@ static bool match_arg(Sema& s, Sema::Frame& f, const ast::Def& def, const ast::A
   return true;
 }
 
+// Long by design: a call in the order it happens: bind the arguments, push a frame, run the body, check the result.
 SVal Sema::call_def(const ast::Def& def, const std::vector<CallArg>& args, SourceLoc loc, bool checkpoint) {
   for (size_t k = 0; k < call_stack_.size(); ++k) {
     if (call_stack_[k].first != &def) continue;

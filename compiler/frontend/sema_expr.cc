@@ -158,6 +158,91 @@ SVal Sema::make_constant(double v, DType t, SourceLoc loc) {
   return SVal::tensor(Value{g_->add(std::move(n)), 0}, loc);
 }
 
+// apply_op's tensor inputs: tensors as they are, numbers as constants of `partner`'s dtype
+// (or their own), lists one input per item. False after an error.
+bool Sema::op_inputs(const OpInfo& op, const std::vector<const CallArg*>& tensor_args, std::optional<DType> partner,
+                     std::vector<Value>& inputs, std::vector<const CallArg*>& input_args) {
+  auto to_tensor = [&](const CallArg* a, const SVal& v) -> std::optional<Value> {
+    if (v.kind == SVal::Kind::Tensor) return v.t;
+    if (v.is_number()) {
+      if (v.kind == SVal::Kind::Int && v.i.is_symbolic()) {
+        diags_.error(a->loc, fmt::format("symbolic dimension {} cannot be used as a value", v.i.str()));
+        return std::nullopt;
+      }
+      if (v.kind == SVal::Kind::Bool && partner && *partner != DType::Bool) {
+        diags_.error(v.loc.valid() ? v.loc : a->loc, fmt::format("'{}' cannot mix true/false with a {} tensor", op.name, dtype_name(*partner)));
+        return std::nullopt;
+      }
+      DType t = partner ? *partner : v.kind == SVal::Kind::Float ? DType::F32 : v.kind == SVal::Kind::Bool ? DType::Bool : DType::I32;
+      return make_constant(v.number(), t, v.loc.valid() ? v.loc : a->loc).t;
+    }
+    diags_.error(v.loc.valid() ? v.loc : a->loc, fmt::format("expected a tensor in '{}', got {}", op.name, describe(v)));
+    return std::nullopt;
+  };
+  for (const CallArg* a : tensor_args) {
+    if (!a) { inputs.push_back(Value{}); input_args.push_back(nullptr); continue; }
+    if (a->value.kind == SVal::Kind::List) {
+      if (a->value.items.empty()) {
+        diags_.error(a->loc, fmt::format("'{}' needs at least one tensor", op.name));
+        return false;
+      }
+      for (const SVal& item : a->value.items) {
+        auto v = to_tensor(a, item);
+        if (!v) return false;
+        inputs.push_back(*v);
+        input_args.push_back(a);
+      }
+      continue;
+    }
+    auto v = to_tensor(a, a->value);
+    if (!v) return false;
+    inputs.push_back(*v);
+    input_args.push_back(a);
+  }
+  return true;
+}
+
+// apply_op's compile-time arguments as attributes, and a dropout's RNG key. False after an error.
+bool Sema::op_attrs(const OpInfo& op, const std::vector<const CallArg*>& bound, Attrs& attrs) {
+  for (size_t k = 0; k < op.params.size(); ++k) {
+    const ParamSpec& p = op.params[k];
+    if (p.kind == ParamKind::Tensor || p.kind == ParamKind::OptTensor || p.kind == ParamKind::TensorList) continue;
+    if (!bound[k]) continue;  // add_op fills the default
+    auto v = to_attr(*bound[k], p, op.name);
+    if (!v) return false;
+    attrs.set(p.name, std::move(*v));
+  }
+  if (op.kind == OpKind::Dropout) {
+    // The mask's RNG stream is keyed by where the dropout sits in the model, so that a
+    // recomputation (and a re-compilation) draws the same mask.
+    Frame& f = frames_.back();
+    std::string key_text = f.scope + "/dropout." + std::to_string(f.dropouts++);
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : key_text) h = (h ^ c) * 1099511628211ull;
+    attrs.set("key", static_cast<int64_t>(h >> 1));
+  }
+  return true;
+}
+
+// The error of a call the op's shape rule refused, at the argument it blames.
+void Sema::report_infer_failure(const OpInfo& op, const InferFailure& why, SourceLoc loc,
+                                const std::vector<const CallArg*>& bound, const std::vector<const CallArg*>& tensor_args,
+                                const std::vector<const CallArg*>& input_args) {
+  SourceLoc at = loc;
+  const CallArg* blamed = why.input >= 0 && static_cast<size_t>(why.input) < input_args.size() ? input_args[static_cast<size_t>(why.input)] : nullptr;
+  if (blamed) at = blamed->loc;
+  if (!why.attr.empty()) {
+    for (size_t k = 0; k < op.params.size(); ++k)
+      if (op.params[k].name == why.attr && bound[k]) at = bound[k]->loc;
+  }
+  diags_.error(at, why.message);
+  if (!why.attr.empty()) return;  // the attribute is to blame, not the tensors
+  for (const CallArg* a : tensor_args) {
+    if (!a || (blamed && a != blamed) || !a->value.decl.valid()) continue;
+    diags_.note(a->value.decl, fmt::format("'{}' declared here", a->value.name));
+  }
+}
+
 SVal Sema::apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLoc loc, bool checkpoint) {
   std::vector<const CallArg*> bound;
   if (!bind_specs(op.name, op.params, args, loc, bound)) return SVal::error();
@@ -203,62 +288,9 @@ SVal Sema::apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLo
   }
   std::vector<Value> inputs;
   std::vector<const CallArg*> input_args;  // the argument each input came from
-  auto to_tensor = [&](const CallArg* a, const SVal& v) -> std::optional<Value> {
-    if (v.kind == SVal::Kind::Tensor) return v.t;
-    if (v.is_number()) {
-      if (v.kind == SVal::Kind::Int && v.i.is_symbolic()) {
-        diags_.error(a->loc, fmt::format("symbolic dimension {} cannot be used as a value", v.i.str()));
-        return std::nullopt;
-      }
-      if (v.kind == SVal::Kind::Bool && partner && *partner != DType::Bool) {
-        diags_.error(v.loc.valid() ? v.loc : a->loc, fmt::format("'{}' cannot mix true/false with a {} tensor", op.name, dtype_name(*partner)));
-        return std::nullopt;
-      }
-      DType t = partner ? *partner : v.kind == SVal::Kind::Float ? DType::F32 : v.kind == SVal::Kind::Bool ? DType::Bool : DType::I32;
-      return make_constant(v.number(), t, v.loc.valid() ? v.loc : a->loc).t;
-    }
-    diags_.error(v.loc.valid() ? v.loc : a->loc, fmt::format("expected a tensor in '{}', got {}", op.name, describe(v)));
-    return std::nullopt;
-  };
-  for (const CallArg* a : tensor_args) {
-    if (!a) { inputs.push_back(Value{}); input_args.push_back(nullptr); continue; }
-    if (a->value.kind == SVal::Kind::List) {
-      if (a->value.items.empty()) {
-        diags_.error(a->loc, fmt::format("'{}' needs at least one tensor", op.name));
-        return SVal::error();
-      }
-      for (const SVal& item : a->value.items) {
-        auto v = to_tensor(a, item);
-        if (!v) return SVal::error();
-        inputs.push_back(*v);
-        input_args.push_back(a);
-      }
-      continue;
-    }
-    auto v = to_tensor(a, a->value);
-    if (!v) return SVal::error();
-    inputs.push_back(*v);
-    input_args.push_back(a);
-  }
-  // Compile-time arguments become attributes.
+  if (!op_inputs(op, tensor_args, partner, inputs, input_args)) return SVal::error();
   Attrs attrs;
-  for (size_t k = 0; k < op.params.size(); ++k) {
-    const ParamSpec& p = op.params[k];
-    if (p.kind == ParamKind::Tensor || p.kind == ParamKind::OptTensor || p.kind == ParamKind::TensorList) continue;
-    if (!bound[k]) continue;  // add_op fills the default
-    auto v = to_attr(*bound[k], p, op.name);
-    if (!v) return SVal::error();
-    attrs.set(p.name, std::move(*v));
-  }
-  if (op.kind == OpKind::Dropout) {
-    // The mask's RNG stream is keyed by where the dropout sits in the model, so that a
-    // recomputation (and a re-compilation) draws the same mask.
-    Frame& f = frames_.back();
-    std::string key_text = f.scope + "/dropout." + std::to_string(f.dropouts++);
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : key_text) h = (h ^ c) * 1099511628211ull;
-    attrs.set("key", static_cast<int64_t>(h >> 1));
-  }
+  if (!op_attrs(op, bound, attrs)) return SVal::error();
   InferFailure why;
   std::optional<NodeId> id;
   try {
@@ -268,19 +300,7 @@ SVal Sema::apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLo
     return SVal::error();
   }
   if (!id) {
-    SourceLoc at = loc;
-    const CallArg* blamed = why.input >= 0 && static_cast<size_t>(why.input) < input_args.size() ? input_args[static_cast<size_t>(why.input)] : nullptr;
-    if (blamed) at = blamed->loc;
-    if (!why.attr.empty()) {
-      for (size_t k = 0; k < op.params.size(); ++k)
-        if (op.params[k].name == why.attr && bound[k]) at = bound[k]->loc;
-    }
-    diags_.error(at, why.message);
-    if (!why.attr.empty()) return SVal::error();  // the attribute is to blame, not the tensors
-    for (const CallArg* a : tensor_args) {
-      if (!a || (blamed && a != blamed) || !a->value.decl.valid()) continue;
-      diags_.note(a->value.decl, fmt::format("'{}' declared here", a->value.name));
-    }
+    report_infer_failure(op, why, loc, bound, tensor_args, input_args);
     return SVal::error();
   }
   Node& n = g_->nodes[*id];
@@ -293,6 +313,7 @@ SVal Sema::apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLo
   return tuple;
 }
 
+// Long by design: one switch over the expression kinds, a few lines each.
 SVal Sema::eval(const ast::Expr& e) {
   using K = ast::Expr::Kind;
   switch (e.kind) {

@@ -35,6 +35,12 @@ class Sema {
   // Applies a built-in op to call arguments: binds them to its signature, turns numbers
   // into constants, runs the shape rule and adds the node (or folds numbers).
   SVal apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLoc loc, bool checkpoint);
+  bool op_inputs(const OpInfo& op, const std::vector<const CallArg*>& tensor_args, std::optional<DType> partner,
+                 std::vector<Value>& inputs, std::vector<const CallArg*>& input_args);
+  bool op_attrs(const OpInfo& op, const std::vector<const CallArg*>& bound, Attrs& attrs);
+  void report_infer_failure(const OpInfo& op, const InferFailure& why, SourceLoc loc,
+                            const std::vector<const CallArg*>& bound, const std::vector<const CallArg*>& tensor_args,
+                            const std::vector<const CallArg*>& input_args);
   SVal make_constant(double v, DType t, SourceLoc loc);
   // Evaluates a compile-time integer (dimension, loop bound); reports and returns nullopt otherwise.
   std::optional<Dim> eval_dim(const ast::Expr& e, const char* what);

@@ -121,6 +121,7 @@ bool check_initializer(Sema& s, const ast::Expr& init, const TensorType& t, Attr
   return true;
 }
 
+// Long by design: one check per train-section key, in the order docs/language.md lists them.
 bool check_train(Sema& s, const ast::Train& t, TrainConfig& out) {
   out.model = t.name;
   out.loc = t.loc;

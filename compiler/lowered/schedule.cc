@@ -39,6 +39,7 @@ std::vector<std::vector<uint32_t>> instruction_deps(const rt::Program& p, const 
   return deps;
 }
 
+// Long by design: one algorithm (list scheduling, then the events) over shared tables.
 ScheduleStats schedule_streams(const rt::Program& p, rt::Function& fn, uint32_t streams) {
   streams = std::max<uint32_t>(streams, 1);
   const auto n = static_cast<uint32_t>(fn.instrs.size());

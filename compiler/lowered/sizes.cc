@@ -47,26 +47,4 @@ std::vector<rt::SizeExpr> SymbolTable::strides(const Shape& s) {
   return out;
 }
 
-rt::SizeExpr size_mul(const rt::SizeExpr& a, const rt::SizeExpr& b) {
-  rt::SizeExpr out;
-  for (const auto& x : a.terms)
-    for (const auto& y : b.terms) {
-      rt::SizeExpr::Term t;
-      if (__builtin_mul_overflow(x.coef, y.coef, &t.coef)) throw DimOverflow();
-      t.symbols = x.symbols;
-      t.symbols.insert(t.symbols.end(), y.symbols.begin(), y.symbols.end());
-      std::sort(t.symbols.begin(), t.symbols.end());
-      bool merged = false;
-      for (auto& o : out.terms)
-        if (o.symbols == t.symbols) {
-          if (__builtin_add_overflow(o.coef, t.coef, &o.coef)) throw DimOverflow();
-          merged = true;
-          break;
-        }
-      if (!merged) out.terms.push_back(std::move(t));
-    }
-  std::erase_if(out.terms, [](const rt::SizeExpr::Term& t) { return t.coef == 0; });
-  return out;
-}
-
 }  // namespace modelc

@@ -24,7 +24,5 @@ class SymbolTable {
   std::vector<std::string> names_;
 };
 
-// Arithmetic on sizes (exact polynomials, like Dim).
-rt::SizeExpr size_mul(const rt::SizeExpr& a, const rt::SizeExpr& b);
 
 }  // namespace modelc

@@ -74,6 +74,7 @@ StepParts split_step(const Graph& step) {
   return p;
 }
 
+// Long by design: one graph rewrite over shared maps (clone, place, rewire).
 Recomputed recompute(const Graph& step, const std::vector<NodeId>& drop) {
   StepParts parts = split_step(step);
   const size_t n = step.nodes.size();

@@ -36,6 +36,7 @@ std::vector<NodeId> merged(const std::vector<NodeId>& a, const std::vector<NodeI
 
 }  // namespace
 
+// Long by design: one algorithm read top to bottom: the greedy search and its give-back phase share their state.
 RecomputePlacement place_recomputation(const Graph& step, const PlacementOptions& o) {
   RecomputePlacement r;
   for (NodeId id = 0; id < step.nodes.size(); ++id) r.step_flops += node_flops(step, id, o.dims);

@@ -138,6 +138,7 @@ void save_checkpoint(const std::string& path, const NamedTensors& tensors, const
   }
 }
 
+// Long by design: the checks of a safetensors file in the order its bytes come.
 Checkpoint load_checkpoint(const std::string& path) {
   Checkpoint ck;
   ck.path = path;

@@ -302,6 +302,7 @@ bool is_plan_file(const std::string& path) {
   return n == static_cast<ssize_t>(sizeof head) && std::memcmp(head, kMagic, sizeof head) == 0;
 }
 
+// Long by design: the checks of a plan file in the order its sections come.
 std::shared_ptr<Program> read_plan(const std::string& path, PlanTarget* target_out) {
   const std::string f = read_whole_file(path);
   const uint64_t size = f.size();

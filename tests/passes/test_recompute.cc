@@ -483,5 +483,20 @@ TEST(Recompute, Flops) {
   EXPECT_EQ(op_flops(in.g, in.g.inputs[0]), Dim(0));
 }
 
+// The bytes an op reads and writes: its inputs and outputs at their dtypes' sizes.
+TEST(Recompute, Bytes) {
+  auto bytes = [](OpKind k, const std::vector<std::optional<TensorType>>& in, Attrs a = {}) {
+    OneOp o = build_op(k, in, std::move(a));
+    EXPECT_FALSE(o.error) << o.error->message;
+    return op_bytes(o.g, o.node);
+  };
+  EXPECT_EQ(bytes(OpKind::Matmul, {f32({B, 3}), f32({3, 5})}), Dim(4 * 3) * B + Dim(4 * 15) + Dim(4 * 5) * B);
+  EXPECT_EQ(bytes(OpKind::Matmul, {tt(DType::BF16, {B, 3}), tt(DType::BF16, {3, 5})}),
+            Dim(2 * 3) * B + Dim(2 * 15) + Dim(2 * 5) * B);
+  EXPECT_EQ(bytes(OpKind::Cast, {f32({B})}, attrs({{"dtype", DType::F16}})), Dim(4 + 2) * B);
+  EXPECT_EQ(bytes(OpKind::Conv2d, {f32({B, 4, 5, 5}), f32({6, 4, 3, 3}), std::nullopt}),
+            Dim(4 * 100) * B + Dim(4 * 216) + Dim(4 * 54) * B);  // an absent bias reads nothing
+}
+
 }  // namespace
 }  // namespace modelc::test

@@ -301,6 +301,7 @@ double median_ms(std::vector<double> t) {
 }
 
 // Compiles one model twice, runs both, and returns its rows (step fused/unfused, then fwd).
+// Long by design: one benchmark in the order it runs: compile each variant, time it, tabulate.
 std::vector<Row> bench_model(const BenchOptions& o, const std::string& file) {
   bool talk = !o.common.quiet;
   if (talk) fmt::print(stderr, "{}: compiling with fusion on and off\n", file);

@@ -206,6 +206,7 @@ std::vector<OpExample> where_examples(ExampleRng& rng) {
 
 }  // namespace
 
+// Long by design: records, one statement each.
 void register_elementwise_ops(OpRegistry& r) {
   using enum Accepts;
   using enum Result;

@@ -380,6 +380,7 @@ std::vector<SegmentSnapshot> CachingAllocator::snapshot() const {
   return snapshot_locked();
 }
 
+// Long by design: one check per invariant of the allocator, listed.
 void CachingAllocator::check_invariants() const {
   std::lock_guard lock(mu_);
   auto bad = [&](const std::string& what) {
