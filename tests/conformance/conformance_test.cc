@@ -87,16 +87,22 @@ TEST(Conformance, GradientsMatchCentralDifferences) {
     const InterpResult fwd = interpret(g, feeds, reference_options());
     Value total{};
     const NodeId op = g.nodes.size() - 1;
+    // A new input of the loss graph, fed `value`.
+    auto add_input = [&](std::string name, TensorType type, RefTensor value) {
+      Node n;
+      n.op = OpKind::Input;
+      n.name = std::move(name);
+      n.outputs = {std::move(type)};
+      const NodeId id = g.add(std::move(n));
+      g.inputs.push_back(id);
+      feeds[g.node(id).name] = std::move(value);
+      return id;
+    };
     for (uint32_t k = 0; k < g.node(op).outputs.size(); ++k) {
       const TensorType t = g.node(op).outputs[k];
       if (!is_float(t.dtype)) continue;
-      Node r;
-      r.op = OpKind::Input;
-      r.name = "r" + std::to_string(k);
-      r.outputs = {TensorType{DType::F32, t.shape}};
-      NodeId rid = g.add(std::move(r));
-      g.inputs.push_back(rid);
-      feeds[g.node(rid).name] = random_tensor(DType::F32, concrete_shape(t.shape, {}), -1, 1);
+      const NodeId rid = add_input("r" + std::to_string(k), TensorType{DType::F32, t.shape},
+                                   random_tensor(DType::F32, concrete_shape(t.shape, {}), -1, 1));
       Value out{op, k};
       if (t.dtype != DType::F32) {
         Attrs a;
@@ -108,13 +114,7 @@ TEST(Conformance, GradientsMatchCentralDifferences) {
       const RefTensor& y = fwd.values.at(op).at(k);
       RefTensor finite(DType::Bool, y.shape);
       for (int64_t i = 0; i < y.numel(); ++i) finite[i] = std::isfinite(y[i]);
-      Node m;
-      m.op = OpKind::Input;
-      m.name = "finite" + std::to_string(k);
-      m.outputs = {TensorType{DType::Bool, t.shape}};
-      NodeId mid = g.add(std::move(m));
-      g.inputs.push_back(mid);
-      feeds[g.node(mid).name] = std::move(finite);
+      const NodeId mid = add_input("finite" + std::to_string(k), TensorType{DType::Bool, t.shape}, std::move(finite));
       Node zero;
       zero.op = OpKind::Constant;
       zero.attrs.set("value", 0.0);
