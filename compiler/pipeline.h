@@ -121,8 +121,8 @@ std::string print_state(const CompileState& s, std::string_view pass);
 std::shared_ptr<rt::Program> compile_program(Compilation& c, const std::string& path,
                                              const ProgramOptions& options = {});
 
-// The fusion pass's plan of one graph, and the memory-plan pass's lowering of the given
-// functions (what recomputation placement sizes candidates with).
+// The fusion pass's plan of one graph (with the memory-plan pass's `lower`,
+// compiler/lowered/lower.h, what recomputation placement sizes candidates with).
 FusionPlan fuse(const Graph& g, bool enabled, bool in_place = true, bool horizontal = true);
 
 // For tests that start from graphs: fusion, memory plan and (unless dry_run) code generation
