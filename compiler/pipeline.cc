@@ -149,13 +149,16 @@ bool recompute_pass(CompileState& s) {
   po.algorithm = s.options.recompute_algorithm;
   po.annotations = s.options.annotations;
   po.peak = [&sizer](const Graph& g) { return sizer.peak(g); };
-  if (po.budget || s.options.recompute_report) {
+  {
     auto p = sizer.dry(*s.step).program;
     po.dims = bound_dims(*p, bind_symbols(*p, "train_step", s.options.bindings));
   }
   RecomputePlacement pl = place_recomputation(*s.step, po);
-  // What each recomputed value costs needs the dims bound (a budget or a report asks for that).
-  if (po.budget || s.options.recompute_report) s.recompute = report(s, pl, po.budget, po.dims);
+  // What each recomputed value costs, where every dim has a value (the batch from the train
+  // section or -D); a budget needs them all.
+  bool bound = true;
+  for (const DimDecl& d : s.e.graph->dims) bound &= d.value.has_value() || po.dims.count(d.name) > 0;
+  if (bound || po.budget) s.recompute = report(s, pl, po.budget, po.dims);
   else s.recompute.placement = pl;
   if (s.options.recompute_report) *s.options.recompute_report = s.recompute;
   if (!pl.fits) does_not_fit(s, pl, *po.budget);

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "compiler/lowered/memory_report.h"
+#include "compiler/passes/recompute.h"
 #include "compiler/pipeline.h"
 #include "runtime/base/error.h"
 
@@ -96,6 +97,8 @@ TEST(Pipeline, TheFusionStateIsWhatTheProgramRuns) {
     if (m == "char_gpt.model") {
       EXPECT_GT(clones, 0u) << "char_gpt's @checkpoint blocks recompute nothing";
     }
+    // The report --emit=memory prints names every value the recomputation cloned.
+    EXPECT_EQ(s.recompute.recomputed.size(), recompute(before, s.recompute.placement.drop).original.size());
     // The fused graph is the recomputed one, and the plan covers every node of it.
     if (clones > 0) {
       EXPECT_GT(s.step->nodes.size(), before.nodes.size()) << "the fused graph lacks the recomputed clones";
