@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -281,16 +282,21 @@ bool compile(modelc::CompileState& s, const Args& a, std::string& text, std::str
     return id != 0;
   }
   auto it = emit_passes().find(a.emit);
+  // --emit's pass; the pipeline runs on to the last pass --print-after names.
+  const std::string_view emit_pass = it != emit_passes().end() ? std::string_view(it->second) : "elaborate";  // --check
   modelc::PipelineHooks hooks;
-  std::string_view until = it != emit_passes().end() ? std::string_view(it->second) : "elaborate";  // --check
-  for (const std::string& p : a.print_after) {
-    hooks.print_after.push_back(p);
-    if (pass_index(p) > pass_index(until)) until = pass_index(p) >= 0 ? modelc::pipeline_passes()[pass_index(p)].name : until;
-  }
-  hooks.until = until;
+  hooks.until = emit_pass;
+  for (const std::string& p : a.print_after)
+    if (pass_index(p) > pass_index(hooks.until)) hooks.until = modelc::pipeline_passes()[static_cast<size_t>(pass_index(p))].name;
+  hooks.print_after = a.print_after;
+  // The textual stages are captured when their pass has run: later passes change the graphs.
+  const bool textual = !a.emit.empty() && a.emit != "memory" && a.emit != "ptx" && a.emit != "llvm" && a.emit != "plan";
+  if (textual) hooks.print_after.emplace_back(emit_pass);
   hooks.verify_each = a.verify_each;
-  hooks.print = [](std::string_view pass, const std::string& state) {
-    fmt::print(stderr, "; --- after pass {} ---\n{}", pass, state);
+  hooks.print = [&](std::string_view pass, const std::string& state) {
+    if (textual && pass == emit_pass) text = state;
+    if (std::find(a.print_after.begin(), a.print_after.end(), pass) != a.print_after.end())
+      fmt::print(stderr, "; --- after pass {} ---\n{}", pass, state);
   };
   std::vector<modelc::BufferOrigin> origins;
   if (a.emit == "memory") {
@@ -309,7 +315,6 @@ bool compile(modelc::CompileState& s, const Args& a, std::string& text, std::str
   if (a.emit == "memory") text = memory_text(s, origins, a.memory);
   else if (a.emit == "ptx") text = s.lowered.program->ptx;
   else if (a.emit == "llvm") text = s.llvm_text;
-  else if (!a.emit.empty() && a.emit != "plan") text = modelc::print_state(s, hooks.until);
   if (a.emit == "plan") {
     try {
       modelc::rt::check_program(*s.lowered.program);
