@@ -7,8 +7,12 @@
 // runtime's pool and run oneDNN single-threaded inside each piece. Without oneDNN, or when the right
 // padding would be negative, the calls fall back to im2col.
 // conv2d's epilogue (runtime/base/program.h, ints["epilogue"]): its bias (its own input 2, or the
-// epilogue's input 3) is the primitive's bias argument and relu, tanh or sigmoid an eltwise
-// post-op; the gelus are applied to each sub-batch right after its primitive.
+// epilogue's input 3) is the primitive's bias argument; the activation is ours
+// (kernels/cpu/epilogue.h), applied to each sub-batch right after its primitive while it is
+// in cache. oneDNN's eltwise post-ops are not used: its relu is max(x, 0), which turns NaN
+// into 0, and its tanh and logistic clamp their input first (NaN becomes a finite value);
+// IEEE and PyTorch keep NaN. Its gelus also differ from the compiler's definitions by up to
+// 2e-4 relative near x = -4.
 #include <fmt/format.h>
 
 #include <dlfcn.h>
@@ -116,35 +120,14 @@ Descs descs(const ConvGeom& g) {
   return d;
 }
 
-// The epilogue activations oneDNN applies as an eltwise post-op: relu (exact), tanh and
-// logistic (measured within 2.5e-7 relative of double precision over [-12, 12], as close
-// as libm's). Its gelu_erf and gelu_tanh differ from the compiler's definitions by up to
-// 2e-4 relative where gelu is small (x near -4), so the gelus are applied after the
-// primitive instead (kernels/cpu/epilogue.h), on each sub-batch while it is in cache.
-std::optional<dnnl::algorithm> eltwise_post_op(EpilogueActivation a) {
-  switch (a) {
-    case EpilogueActivation::Relu: return dnnl::algorithm::eltwise_relu;
-    case EpilogueActivation::Tanh: return dnnl::algorithm::eltwise_tanh;
-    case EpilogueActivation::Sigmoid: return dnnl::algorithm::eltwise_logistic;
-    default: return std::nullopt;
-  }
-}
-
-dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, const memory::desc* bias, bool blocked,
-                                                     EpilogueActivation act = EpilogueActivation::None) {
+dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d, const memory::desc* bias, bool blocked) {
   auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                                      any_of(d.src, blocked), any_of(d.wei, blocked), *bias, any_of(d.dst, blocked), d.strides,
                                                      d.dilates, d.pad_l, d.pad_r)
                    : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                                      any_of(d.src, blocked), any_of(d.wei, blocked), any_of(d.dst, blocked), d.strides,
                                                      d.dilates, d.pad_l, d.pad_r);
-  dnnl::primitive_attr attr;
-  if (std::optional<dnnl::algorithm> alg = eltwise_post_op(act)) {
-    dnnl::post_ops po;
-    po.append_eltwise(1.0f, *alg, 0.0f, 0.0f);
-    attr.set_post_ops(po);
-  }
-  return dnnl::convolution_forward::primitive_desc(desc, attr, engine());
+  return dnnl::convolution_forward::primitive_desc(desc, engine());
 }
 
 template <class F>
@@ -190,12 +173,11 @@ void conv2d_onednn(const LibCall& c) {
   ConvGeom g = conv_geometry(c, x, w, y, "input", "weight", "output");
   const ConvEpilogue epi = conv_epilogue(c, g);
   const float* bias = epi.bias;
-  const bool post_op = eltwise_post_op(epi.act).has_value();
   if (!descs(g).ok) return conv2d_im2col(c);
   over_batches(c, g.N, c.pool->chunks_for(g.N, 1), [&](int64_t, int64_t n0, int64_t n1) {
     Descs d = descs(sub_batch(g, n0, n1));
     memory::desc bmd({g.O}, dt::f32, tag::x);
-    auto pd = forward_pd(d, bias ? &bmd : nullptr, blocked_for(false, g.Cg), post_op ? epi.act : EpilogueActivation::None);
+    auto pd = forward_pd(d, bias ? &bmd : nullptr, blocked_for(false, g.Cg));
     dnnl::stream s(engine());
     memory user_dst(d.dst, engine(), y.f32() + n0 * g.O * g.HO * g.WO);
     memory dst = pd.dst_desc() == d.dst ? user_dst : memory(pd.dst_desc(), engine());
@@ -207,7 +189,7 @@ void conv2d_onednn(const LibCall& c) {
     dnnl::convolution_forward(pd).execute(s, args);
     if (dst != user_dst) dnnl::reorder(dst, user_dst).execute(s, dst, user_dst);
     s.wait();
-    if (!post_op) apply_activation(epi.act, y.f32() + n0 * g.O * g.HO * g.WO, (n1 - n0) * g.O * g.HO * g.WO);
+    apply_activation(epi.act, y.f32() + n0 * g.O * g.HO * g.WO, (n1 - n0) * g.O * g.HO * g.WO);
   });
 }
 

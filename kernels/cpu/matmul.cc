@@ -15,16 +15,16 @@
 //      the block is in that core's cache (GemmBlockFn): the same as (a) within noise on
 //      every shape measured (up to [1024,768]@[768,192]), without a second parallel_for
 //      or a second trip through memory once a result outgrows the caches;
-//  (c) oneDNN's matmul primitive with the bias and an eltwise post-op, rows split over the
+//  (c) oneDNN's matmul primitive with the bias (measured with an eltwise post-op, now ours
+//      in cache: NaN must stay NaN, kernels/cpu/epilogue.h), rows split over the
 //      pool and oneDNN single-threaded inside (as the convolutions): 8-14% faster than
 //      (b) on the layers of at least 1 MFLOP ([64,784]@[784,256]: 254 vs 278 us;
 //      [64,3136]@[3136,128]: 488 vs 567 us) -- its AVX-512 GEMM beats OpenBLAS's there --
 //      but 3-6x slower on the small logits layers ([64,256]@[256,10]: 16-21 vs 5.6 us),
 //      where creating the primitive costs more than the product.
 // So a linear layer (x @ w with a 2-D w) of at least 1 MFLOP with an epilogue takes (c),
-// everything else (b); a runtime built without oneDNN always (b). gelu is never oneDNN's
-// (its gelu_erf and gelu_tanh differ from the compiler's definitions by up to 2e-4
-// relative near x = -4): the piece that oneDNN wrote is passed through ours in cache.
+// everything else (b); a runtime built without oneDNN always (b). No activation is oneDNN's:
+// the piece that oneDNN wrote is passed through ours in cache.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -53,9 +53,10 @@ using rt::shape_str;
 
 // z[rows, N] = act(x[rows, K] @ y[K, N] + bias) through oneDNN's matmul primitive, the
 // rows split over the pool and oneDNN single-threaded in each piece (as the convolutions,
-// kernels/cpu/conv_onednn.cc). The bias and relu, tanh or logistic are the primitive's
-// bias and eltwise post-op; gelu (whose oneDNN forms differ from the compiler's by ~1e-4
-// relative near x = -4) is applied to each piece right after it, which needs an f32 z.
+// kernels/cpu/conv_onednn.cc). The bias is the primitive's; the activation is ours, applied
+// to each piece right after it while it is in cache, which needs an f32 z: oneDNN's eltwise
+// post-ops lose NaN (relu is max(x, 0); tanh and logistic clamp their input), and its gelus
+// differ from the compiler's by ~1e-4 relative near x = -4.
 // x and y are f32, or bf16 for the native bf16 path (f32 accumulation inside oneDNN);
 // z f32 or bf16; the bias f32.
 void onednn_matmul(const LibCall& c, const void* x, const void* y, void* z, dnnl::memory::data_type in,
@@ -64,10 +65,6 @@ void onednn_matmul(const LibCall& c, const void* x, const void* y, void* z, dnnl
   using tag = memory::format_tag;
   using dt = memory::data_type;
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  std::optional<dnnl::algorithm> post;
-  if (epi.act == EpilogueActivation::Relu) post = dnnl::algorithm::eltwise_relu;
-  if (epi.act == EpilogueActivation::Tanh) post = dnnl::algorithm::eltwise_tanh;
-  if (epi.act == EpilogueActivation::Sigmoid) post = dnnl::algorithm::eltwise_logistic;
   const int64_t in_size = in == dt::f32 ? 4 : 2, out_size = out == dt::f32 ? 4 : 2;
   const auto* xb = static_cast<const char*>(x);
   auto* zb = static_cast<char*>(z);
@@ -80,14 +77,8 @@ void onednn_matmul(const LibCall& c, const void* x, const void* y, void* z, dnnl
       if (r0 == r1) continue;
       try {
         const memory::desc xmd({r1 - r0, K}, in, tag::ab), zmd({r1 - r0, N}, out, tag::ab);
-        dnnl::primitive_attr attr;
-        if (post) {
-          dnnl::post_ops po;
-          po.append_eltwise(1.0f, *post, 0.0f, 0.0f);
-          attr.set_post_ops(po);
-        }
         auto desc = epi.bias ? dnnl::matmul::desc(xmd, wmd, bmd, zmd) : dnnl::matmul::desc(xmd, wmd, zmd);
-        dnnl::matmul::primitive_desc pd(desc, attr, engine);
+        dnnl::matmul::primitive_desc pd(desc, engine);
         dnnl::stream st(engine);
         std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(xmd, engine, const_cast<char*>(xb + r0 * K * in_size))},
                                              {DNNL_ARG_WEIGHTS, memory(wmd, engine, const_cast<void*>(y))},
@@ -98,7 +89,7 @@ void onednn_matmul(const LibCall& c, const void* x, const void* y, void* z, dnnl
       } catch (const dnnl::error& e) {
         c.fail(fmt::format("oneDNN failed: {} (status {})", e.what(), static_cast<int>(e.status)));
       }
-      if (!post && epi.act != EpilogueActivation::None)
+      if (epi.act != EpilogueActivation::None)
         apply_activation(epi.act, reinterpret_cast<float*>(zb + r0 * N * out_size), (r1 - r0) * N);
     }
   });
@@ -189,7 +180,7 @@ std::atomic<LowFloatMatmul>& low_float_slot() {
 }
 
 // bf16 @ bf16 through oneDNN's bf16 GEMM, for a linear layer (x @ w, w 2-D) with an f32 or
-// bf16 output and any epilogue but gelu on a bf16 output (gelu is ours, applied in f32).
+// bf16 output and its epilogue, except an activation on a bf16 output (activations are ours, in f32).
 // Returns false, doing nothing, for any other call and when the mode says widen.
 bool native_bf16_matmul(const LibCall& c) {
 #ifdef MODELC_HAVE_DNNL
@@ -204,8 +195,8 @@ bool native_bf16_matmul(const LibCall& c) {
   const MatmulShape shape = analyze_matmul(c);
   if (!shape.a_folds || shape.vec_a || shape.vec_b) return false;
   const Epilogue epi = read_epilogue(c, 2, shape.channels, "output column");
-  const bool gelu = epi.act == EpilogueActivation::GeluErf || epi.act == EpilogueActivation::GeluTanh;
-  if (gelu && out.type != ElemType::F32) return false;
+  // The activation is ours, in f32 (onednn_matmul): on a bf16 output the widened path runs it.
+  if (epi.act != EpilogueActivation::None && out.type != ElemType::F32) return false;
   const int64_t rows = shape.nbatch * shape.M;
   if (rows == 0 || shape.N == 0 || shape.K == 0) return false;  // nothing to multiply: the widened path's zeros
   using dt = dnnl::memory::data_type;

@@ -9,10 +9,10 @@
 //    (stride 0 for the absent side);
 //  - anything else (e.g. [2,1,M,K] @ [1,3,K,N]) one call per batch element.
 // Types: f32 (compute f32, or tf32 where the device allows it: CudaMatmulOptions), f16 and
-// bf16 inputs with f32 accumulation and an f32 or same-type output. Epilogues: bias, relu +
-// bias and gelu_tanh + bias are cuBLASLt's (CUBLASLT_EPILOGUE_*), on a single product with
-// an f32 output; every other epilogue runs as a hand kernel after the product
-// (kernels/cuda/epilogue.h).
+// bf16 inputs with f32 accumulation and an f32 or same-type output. Epilogues: a bias alone
+// is cuBLASLt's (CUBLASLT_EPILOGUE_BIAS), on a single product with an f32 output; every
+// other epilogue, every activation included (NaN must stay NaN), runs as a hand kernel after
+// the product (kernels/cuda/epilogue.h).
 #include <fmt/format.h>
 
 #include <mutex>
@@ -169,15 +169,13 @@ void matmul_cuda(const CudaLibCall& cc) {
     if (!epi.empty()) kernels::cuda::cuda_epilogue(cc, out.data, out.type, epi.bias, epi.act, rows_total, s.channels);
     return;
   }
-  // cuBLASLt's own epilogue: one product, f32 output, an activation it computes as we do.
-  const bool lt_act = epi.act == EpilogueActivation::None || epi.act == EpilogueActivation::Relu ||
-                      epi.act == EpilogueActivation::GeluTanh;
+  // cuBLASLt's own epilogue for a bias alone (one product, f32 output). Its activations are
+  // not documented to keep NaN (a relu as max(x, 0) makes it 0); ours are, as IEEE and PyTorch
+  // say (kernels/cuda/bodies.h, ep_activation), so an activation runs as our epilogue kernel.
   const bool single = s.a_folds || s.nbatch == 1;
   uint32_t lt_epi = lt::kEpilogueDefault;
-  if (!epi.empty() && lt_act && single && !s.vec_b && td == lt::kR32F && epi.bias != nullptr)
-    lt_epi = epi.act == EpilogueActivation::Relu ? lt::kEpilogueReluBias
-             : epi.act == EpilogueActivation::GeluTanh ? lt::kEpilogueGeluBias
-                                                       : lt::kEpilogueBias;
+  if (epi.act == EpilogueActivation::None && single && !s.vec_b && td == lt::kR32F && epi.bias != nullptr)
+    lt_epi = lt::kEpilogueBias;
   if (single) {
     lt_matmul(cc, a.data, ta, b.data, tb, out.data, td, s.nbatch * s.M, s.K, s.N, 1, 0, 0, 0, lt_epi, epi.bias);
   } else {

@@ -504,6 +504,33 @@ int run_train(const TrainOptions& o) {
   });
 }
 
+namespace {
+
+// Why an evaluation's loss is not finite, for its error: the parameters of the checkpoint that
+// hold NaN or infinities (PyTorch gives a NaN loss there too), else the outputs themselves.
+std::string non_finite_eval(rt::Session& s, const std::string& checkpoint, const EvalResult& r) {
+  std::string bad;
+  int tensors = 0;
+  for (const std::string& n : s.param_names()) {
+    const rt::HostTensor p = s.param(n);
+    if (p.type != rt::ElemType::F32) continue;
+    int64_t count = 0;
+    for (int64_t i = 0; i < p.numel(); ++i) count += !std::isfinite(p.f32()[i]);
+    if (count == 0) continue;
+    if (++tensors <= 3) bad += fmt::format("{}{} ({} of {} values)", bad.empty() ? "" : ", ", n, count, p.numel());
+  }
+  if (tensors > 3) bad += fmt::format(" and {} more", tensors - 3);
+  const std::string loss = std::isnan(r.loss) ? "NaN" : r.loss > 0 ? "inf" : "-inf";
+  if (!bad.empty())
+    return fmt::format("the held-out loss is {} on {} examples: {} has parameters that are not finite: {}", loss,
+                       r.examples, checkpoint, bad);
+  return fmt::format("the held-out loss is {} on {} examples, although every parameter of {} is finite: the "
+                     "model's outputs overflow or the data holds NaN or infinities",
+                     loss, r.examples, checkpoint);
+}
+
+}  // namespace
+
 int run_eval(const EvalOptions& o) {
   return guarded([&] {
     Loaded l = compile(o.common, false);
@@ -515,6 +542,7 @@ int run_eval(const EvalOptions& o) {
     rt::check_against(c, persistent_specs(s, false), /*allow_extra=*/true);
     for (const std::string& n : s.param_names()) s.set_param(n, *c.find(n));
     EvalResult r = evaluate(s, l, ds, l.program->train.batch);
+    if (!std::isfinite(r.loss)) throw std::runtime_error(non_finite_eval(s, o.checkpoint, r));
     fmt::print("{}: held-out loss {:.4f}{} on {} examples\n", l.program->model, r.loss, fmt_acc(r.accuracy), r.examples);
     return 0;
   });

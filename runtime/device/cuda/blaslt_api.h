@@ -39,7 +39,7 @@ inline constexpr int kCompute32F = 68, kCompute32FFastTF32 = 77;
 inline constexpr int kDescComputeType = 0, kDescScaleType = 1, kDescTransA = 3, kDescEpilogue = 7, kDescBiasPointer = 8,
                      kDescBiasDataType = 26;
 // cublasLtEpilogue_t
-inline constexpr uint32_t kEpilogueDefault = 1, kEpilogueBias = 4, kEpilogueReluBias = 6, kEpilogueGeluBias = 36;
+inline constexpr uint32_t kEpilogueDefault = 1, kEpilogueBias = 4;
 // cublasLtMatrixLayoutAttribute_t
 inline constexpr int kLayoutBatchCount = 5, kLayoutStridedBatchOffset = 6;
 // cublasLtMatmulPreferenceAttributes_t
