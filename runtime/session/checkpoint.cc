@@ -2,6 +2,7 @@
 // (every field validated before a byte of tensor data is trusted).
 #include "runtime/base/tensor.h"
 #include "runtime/session/checkpoint.h"
+#include "runtime/session/temp_files.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -112,8 +113,11 @@ void save_checkpoint(const std::string& path, const NamedTensors& tensors, const
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  // What killed writers left beside the target first (runtime/session/temp_files.h).
+  const std::string prefix = "." + target.filename().string() + ".tmp.";
+  remove_stale_temporaries(dir, prefix);
   TempFile tmp;
-  std::string templ = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  std::string templ = (dir / (temp_prefix(prefix) + "XXXXXX")).string();
   tmp.fd = ::mkstemp(templ.data());
   if (tmp.fd < 0) throw CheckpointError(fmt::format("{}: cannot create a temporary file in {}: {}", path, dir.string(), std::strerror(errno)));
   tmp.path = templ;

@@ -30,6 +30,7 @@
 
 #include "runtime/base/error.h"
 #include "runtime/session/plan_codec.h"
+#include "runtime/session/temp_files.h"
 
 namespace modelc::rt {
 namespace {
@@ -265,9 +266,11 @@ void write_plan(const Program& program, const std::string& shared_object, const 
   fs::path dir = fs::path(path).parent_path();
   std::string tmpl;
   int fd = -1;
+  // What killed writers left beside the target first (runtime/session/temp_files.h).
+  const std::string prefix = fs::path(path).filename().string() + ".tmp.";
+  remove_stale_temporaries(dir.empty() ? fs::path(".") : dir, prefix);
   for (unsigned attempt = 0; fd < 0; ++attempt) {
-    tmpl = ((dir.empty() ? fs::path(".") : dir) / fs::path(path).filename()).string();
-    tmpl += fmt::format(".tmp.{}.{}", getpid(), attempt);
+    tmpl = ((dir.empty() ? fs::path(".") : dir) / temp_prefix(prefix)).string() + std::to_string(attempt);
     fd = open(tmpl.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && (errno != EEXIST || attempt == 100)) fail(path, fmt::format("cannot write: {}", std::strerror(errno)));
   }

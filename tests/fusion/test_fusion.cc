@@ -350,7 +350,9 @@ Graph random_graph(std::vector<std::pair<std::string, RefTensor>>& feeds, int64_
 
 TEST(FusionNumerics, RandomGraphsAgreeWithTheReference) {
   size_t two_phase = 0;  // reductions that ran as a partial kernel, then its combination
-  for (int trial = 0; trial < 40; ++trial) {
+  // 40 graphs, and more (up to 200) until one has a two-phase reduction: a few seeds in a
+  // hundred make none in 40 (seed 1875885452).
+  for (int trial = 0; trial < 40 || (two_phase == 0 && trial < 200); ++trial) {
     std::vector<std::pair<std::string, RefTensor>> feeds;
     const int64_t batch = rnd(1, 3);
     Graph g = random_graph(feeds, batch);
