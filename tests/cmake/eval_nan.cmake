@@ -1,16 +1,22 @@
 # `modelrun eval` with a checkpoint that is not finite: NaN goes through every layer (no relu
 # turns it into 0), the loss is not finite, and eval says which parameters are to blame and
 # exits 1 (PyTorch gives a NaN loss for the same weights). Checked for a whole tensor of NaN,
-# for one NaN, and for infinities; the untouched checkpoint evaluates and exits 0.
+# for one NaN, and for infinities; the untouched checkpoint evaluates and exits 0. On the way,
+# the one-step training run that writes the checkpoint prints its counts in the singular.
 # Inputs: MODELRUN, POISON (tests/tools/poison_checkpoint), OUT (a scratch directory); run
 # from the source root.
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
 set(model models/fashion_mlp.model)
-execute_process(COMMAND ${MODELRUN} train ${model} --steps 1 -q --save-initial ${OUT}/init.safetensors
+execute_process(COMMAND ${MODELRUN} train ${model} --steps 1 --threads 1 --save-initial ${OUT}/init.safetensors
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "modelrun train failed (${rc}):\n${out}\n${err}")
+endif()
+# Counts as a person writes them: "1 step", "1 thread", "4 tensors".
+if(NOT out MATCHES "fashion_mlp: 1 step in [0-9]+s, [0-9]+ samples/s on 1 thread\n" OR
+   NOT err MATCHES "parameters in 4 tensors;" OR NOT err MATCHES "training 1 step of 64 examples \\(937 per epoch\\) on cpu, 1 thread,")
+  message(FATAL_ERROR "the run's counts read wrong:\nstdout: ${out}\nstderr: ${err}")
 endif()
 execute_process(COMMAND ${MODELRUN} eval ${model} --checkpoint ${OUT}/init.safetensors
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

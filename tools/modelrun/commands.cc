@@ -304,19 +304,20 @@ void resume(rt::Session& s, const Loaded& l, const std::string& path, rt::DataPo
   if (!quiet) fmt::print(stderr, "resumed from {} at step {}\n", path, s.step());
 }
 
+// "1 tensor", "4 tensors": a count as a person writes it.
+std::string count_of(int64_t n, std::string_view word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
+
 // What a training run is about to do (stderr).
 void print_train_header(rt::Session& s, const Loaded& l, const rt::Dataset& data, const rt::TrainSettings& t,
                         int64_t total, int64_t batch, int64_t per_epoch) {
   const rt::Dataset* ds = &data;
-  fmt::print(stderr, "model {}: {} parameters in {} tensors; {} training and {} held-out examples ({})\n", l.program->model,
-             [&] {
-               int64_t n = 0;
-               for (const std::string& p : s.param_names()) n += s.param(p).numel();
-               return n;
-             }(),
-             s.param_names().size(), ds->size(rt::Split::Train), ds->size(rt::Split::Heldout), ds->origin());
-  fmt::print(stderr, "training {} steps of {} examples ({} per epoch) on {}, {} threads, optimizer {}, lr {}\n", total,
-             batch, per_epoch, s.device(), s.threads(), t.optimizer, t.schedule.lr);
+  int64_t params = 0;
+  for (const std::string& p : s.param_names()) params += s.param(p).numel();
+  fmt::print(stderr, "model {}: {} in {}; {} training and {} held-out examples ({})\n", l.program->model,
+             count_of(params, "parameter"), count_of(static_cast<int64_t>(s.param_names().size()), "tensor"),
+             ds->size(rt::Split::Train), ds->size(rt::Split::Heldout), ds->origin());
+  fmt::print(stderr, "training {} of {} ({} per epoch) on {}, {}, optimizer {}, lr {}\n", count_of(total, "step"),
+             count_of(batch, "example"), per_epoch, s.device(), count_of(s.threads(), "thread"), t.optimizer, t.schedule.lr);
   if (!s.device_note().empty()) fmt::print(stderr, "not on CUDA: {}\n", s.device_note());
 }
 
@@ -488,8 +489,8 @@ int run_train(const TrainOptions& o) {
     TrainLoop loop{o, l, t, ds, s, loader, metrics, bar, ckpt_path, total, scaling};
     loop.run();
     const EvalResult& last_eval = loop.last_eval;
-    fmt::print("{}: {} steps in {}, {:.0f} samples/s on {} threads\n", l.program->model, total,
-               format_duration(bar.elapsed_seconds()), bar.samples_per_second(), s.threads());
+    fmt::print("{}: {} in {}, {:.0f} samples/s on {}\n", l.program->model, count_of(total, "step"),
+               format_duration(bar.elapsed_seconds()), bar.samples_per_second(), count_of(s.threads(), "thread"));
     fmt::print("held-out: loss {:.4f}{} on {} examples\n", last_eval.loss, fmt_acc(last_eval.accuracy), last_eval.examples);
     if (scaling)
       fmt::print("fp16 loss scaling: {} of {} steps skipped (inf/NaN gradients), scale {:g} at the end\n", loop.skipped,

@@ -64,7 +64,7 @@ void add_common(CLI::App* app, modelrun::CommonOptions& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"modelrun: train, evaluate and benchmark .model files on the CPU"};
+  CLI::App app{"modelrun: train, evaluate and benchmark .model and .plan files, on the CPU or a CUDA GPU (--device)"};
   app.set_version_flag("--version", std::string("modelrun ") + MODELC_VERSION);
   app.require_subcommand(1);
 
