@@ -21,7 +21,10 @@ size_t remove_stale_temporaries(const fs::path& dir, const std::string& prefix) 
   fs::directory_iterator it(dir.empty() ? fs::path(".") : dir, ec);
   if (ec) return 0;
   const auto hour_ago = fs::file_time_type::clock::now() - std::chrono::hours(1);
-  for (const fs::directory_entry& e : it) {
+  // Best effort: the walk stops quietly where the directory cannot be read on.
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    const fs::directory_entry& e = *it;
     const std::string name = e.path().filename().string();
     if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
     if (!e.is_regular_file(ec)) continue;
