@@ -35,10 +35,11 @@ std::string precision_of(const CompileState& s) {
 struct StepSizer {
   const CompileState& s;
 
-  Lowered dry(const Graph& step) const {
+  // `describe`: source lines for the buffers' origins (the error of a step that does not fit).
+  Lowered dry(const Graph& step, const std::function<std::string(SourceLoc)>& describe = {}) const {
     const FusionPlan plan = fuse(step, s.options.fusion);
     const TrainConfig* train = s.e.train ? &*s.e.train : nullptr;
-    Lowered l = lower(s.e.graph->name, s.e.graph->dims, {{"train_step", &step, &plan, true}}, train, {});
+    Lowered l = lower(s.e.graph->name, s.e.graph->dims, {{"train_step", &step, &plan, true}}, train, describe);
     l.functions.clear();  // `plan` dies here; only the Program is read
     if (s.options.batch) l.program->train.batch = *s.options.batch;
     return l;
@@ -51,13 +52,10 @@ struct StepSizer {
 
 // The compile-time error when no placement fits: the breakdown of the best placement found,
 // and what would fit.
-[[noreturn]] void does_not_fit(const CompileState& s, const RecomputePlacement& pl, int64_t budget) {
-  const Graph all = recompute(*s.step, pl.drop).graph;
-  const FusionPlan plan = fuse(all, s.options.fusion);
-  const TrainConfig* train = s.e.train ? &*s.e.train : nullptr;
+// `all`: the step with the best placement's recomputation.
+[[noreturn]] void does_not_fit(const CompileState& s, const Graph& all, int64_t budget) {
   auto describe = [&s](SourceLoc l) { return s.describe(l); };
-  Lowered l = lower(s.e.graph->name, s.e.graph->dims, {{"train_step", &all, &plan, true}}, train, describe);
-  if (s.options.batch) l.program->train.batch = *s.options.batch;
+  const Lowered l = StepSizer{s}.dry(all, describe);
   const rt::Program& p = *l.program;
   std::vector<BufferOrigin> origins = buffer_origins(p, l.buffer_values, {{"train_step", &all}}, describe);
   std::vector<int64_t> symbols = bind_symbols(p, "train_step", s.options.bindings);
@@ -77,13 +75,13 @@ struct StepSizer {
                               format_bytes(budget), format_bytes(m.peak), parts, batch, format_bytes(m.peak)));
 }
 
-RecomputeReport report(const CompileState& s, const RecomputePlacement& pl, std::optional<int64_t> budget,
-                       const std::map<std::string, int64_t>& dims) {
+// `rc`: the step recomputed as `pl` says.
+RecomputeReport report(const CompileState& s, const RecomputePlacement& pl, const Recomputed& rc,
+                       std::optional<int64_t> budget, const std::map<std::string, int64_t>& dims) {
   RecomputeReport r;
   r.placement = pl;
   r.budget = budget;
   const Graph& step = *s.step;
-  Recomputed rc = recompute(step, pl.drop);
   ByteSize bytes = bytes_under(dims);
   for (const auto& [clone, original] : rc.original) {
     const Node& n = step.nodes[original];
@@ -158,11 +156,12 @@ bool recompute_pass(CompileState& s) {
   // section or -D); a budget needs them all.
   bool bound = true;
   for (const DimDecl& d : s.e.graph->dims) bound &= d.value.has_value() || po.dims.count(d.name) > 0;
-  if (bound || po.budget) s.recompute = report(s, pl, po.budget, po.dims);
+  Recomputed rc = recompute(*s.step, pl.drop);
+  if (bound || po.budget) s.recompute = report(s, pl, rc, po.budget, po.dims);
   else s.recompute.placement = pl;
   if (s.options.recompute_report) *s.options.recompute_report = s.recompute;
-  if (!pl.fits) does_not_fit(s, pl, *po.budget);
-  if (!pl.drop.empty()) *s.step = recompute(*s.step, pl.drop).graph;
+  if (!pl.fits) does_not_fit(s, rc.graph, *po.budget);
+  if (!pl.drop.empty()) *s.step = std::move(rc.graph);
   verify(*s.step, "recomputed train step", "recompute");
   return true;
 }
@@ -277,6 +276,18 @@ bool run_pipeline(CompileState& s, const PipelineHooks& hooks) {
   return true;
 }
 
+std::string memory_report_text(const CompileState& s, const std::vector<BufferOrigin>& origins,
+                               std::optional<int64_t> memory) {
+  const rt::Program& p = *s.lowered.program;
+  const std::string fn = p.function("train_step") ? "train_step" : "eval";
+  MemoryReportOptions ro;
+  ro.memory = memory;
+  MemoryPrediction m = predict_memory(p, fn, origins, bind_symbols(p, fn, s.options.bindings));
+  std::string text = print_memory_report(p, origins, m, ro);
+  if (fn == "train_step") text += print_recompute_report(s.recompute, m.peak);
+  return text;
+}
+
 std::string print_state(const CompileState& s, std::string_view pass) {
   const SourceManager& sm = s.c.sources();
   auto describe = [&s](SourceLoc l) { return s.describe(l); };
@@ -287,15 +298,9 @@ std::string print_state(const CompileState& s, std::string_view pass) {
   if (pass == "train-step" || pass == "simplify" || pass == "recompute") return print_graph(s.last_graph(), &sm);
   if (pass == "fusion") return print_fusion(s.last_graph(), s.step ? s.step_plan : s.eval_plan, describe);
   if (pass == "memory-plan") {
-    const rt::Program& p = *s.lowered.program;
-    const std::string fn = p.function("train_step") ? "train_step" : "eval";
     std::map<std::string, const Graph*> graphs{{"eval", s.e.graph.get()}};
     if (s.step) graphs["train_step"] = s.step.get();
-    std::vector<BufferOrigin> origins = buffer_origins(p, s.lowered.buffer_values, graphs, describe);
-    MemoryPrediction m = predict_memory(p, fn, origins, bind_symbols(p, fn, s.options.bindings));
-    std::string text = print_memory_report(p, origins, m, {});
-    if (fn == "train_step") text += print_recompute_report(s.recompute, m.peak);
-    return text;
+    return memory_report_text(s, buffer_origins(*s.lowered.program, s.lowered.buffer_values, graphs, describe));
   }
   if (pass == "schedule") {
     const rt::Program& p = *s.lowered.program;

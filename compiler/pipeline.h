@@ -116,6 +116,12 @@ bool run_pipeline(CompileState& s, const PipelineHooks& hooks = {});
 // LLVM IR (codegen).
 std::string print_state(const CompileState& s, std::string_view pass);
 
+// The memory report of the lowered Program's train step (or eval, without a train section)
+// and what the recompute pass recomputed, as --emit=memory prints it; `memory`: the device
+// memory to find the largest fitting batch for.
+std::string memory_report_text(const CompileState& s, const std::vector<BufferOrigin>& origins,
+                               std::optional<int64_t> memory = std::nullopt);
+
 // The whole pipeline: the Program modelrun runs and a .plan file holds (null when
 // diagnostics were reported).
 std::shared_ptr<rt::Program> compile_program(Compilation& c, const std::string& path,

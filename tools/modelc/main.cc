@@ -94,20 +94,6 @@ std::map<std::string, int64_t> take_free_dim_defines(modelc::CompileOptions& opt
   return bindings;
 }
 
-// The memory report of the train step (or eval, without a train section), and what
-// recomputation placement recomputed.
-std::string memory_text(const modelc::CompileState& s, const std::vector<modelc::BufferOrigin>& origins,
-                        std::optional<int64_t> memory) {
-  const modelc::rt::Program& p = *s.lowered.program;
-  const std::string fn = p.function("train_step") ? "train_step" : "eval";
-  modelc::MemoryReportOptions ro;
-  ro.memory = memory;
-  modelc::MemoryPrediction m = modelc::predict_memory(p, fn, origins, modelc::bind_symbols(p, fn, s.options.bindings));
-  std::string text = modelc::print_memory_report(p, origins, m, ro);
-  if (fn == "train_step") text += modelc::print_recompute_report(s.recompute, m.peak);
-  return text;
-}
-
 // The command line, as parsed.
 struct Args {
   std::string file, emit, output, model, warn, target = "sm_80";
@@ -312,7 +298,7 @@ bool compile(modelc::CompileState& s, const Args& a, std::string& text, std::str
     s.c.diags().error(loc, fmt::format("model '{}' has no train section to build a train step from", s.e.graph->name));
     return false;
   }
-  if (a.emit == "memory") text = memory_text(s, origins, a.memory);
+  if (a.emit == "memory") text = modelc::memory_report_text(s, origins, a.memory);
   else if (a.emit == "ptx") text = s.lowered.program->ptx;
   else if (a.emit == "llvm") text = s.llvm_text;
   if (a.emit == "plan") {
