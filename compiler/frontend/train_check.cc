@@ -6,6 +6,7 @@
 
 #include "compiler/frontend/sema_impl.h"
 #include "runtime/base/bytes.h"
+#include "runtime/base/train_rules.h"
 
 namespace modelc {
 
@@ -78,7 +79,22 @@ bool check_call(Sema& s, const ast::Expr& e, const Vocab (&vocab)[N], const char
   for (const CallArg& a : call_args)
     if (a.value.is_error()) return false;
   kind = v->name;
-  return s.bind_attrs(v->name, parse_signature(v->signature), call_args, e.loc, args);
+  if (!s.bind_attrs(v->name, parse_signature(v->signature), call_args, e.loc, args)) return false;
+  // The optimizer's and the schedule's numbers in the ranges of train_rules.h.
+  bool ok = true;
+  for (const auto& [name, value] : args.items()) {
+    const double* f = std::get_if<double>(&value);
+    const int64_t* i = std::get_if<int64_t>(&value);
+    std::optional<std::string> problem =
+        f ? rt::check_setting(name, *f) : i ? rt::check_setting(name, static_cast<double>(*i)) : std::nullopt;
+    if (!problem) continue;
+    SourceLoc at = e.loc;
+    for (const auto& k : e.keywords)
+      if (k.name == name) at = k.value->loc;
+    s.diags_.error(at, fmt::format("{}: {}", kind, *problem));
+    ok = false;
+  }
+  return ok;
 }
 
 }  // namespace
@@ -145,26 +161,22 @@ bool check_train(Sema& s, const ast::Train& t, TrainConfig& out) {
       dst = std::move(c);
       return true;
     };
-    auto positive_int = [&](std::optional<int64_t>& dst, bool allow_zero) {
+    // A number in the range train_rules.h gives `e.key`: the words the command line and the
+    // plan loader use too.
+    auto ranged = [&](auto& dst) {
+      const rt::SettingRule& rule = *rt::setting_rule(e.key);
       SVal v = s.eval(*e.value);
       if (v.is_error()) return false;
-      if (v.kind != SVal::Kind::Int || v.i.is_symbolic() || v.i.const_value() < (allow_zero ? 0 : 1)) {
-        s.diags_.error(e.value->loc, fmt::format("'{}' must be a {} integer, got {}", e.key,
-                                                 allow_zero ? "non-negative" : "positive", s.describe(v)));
+      const bool is_number = (v.kind == SVal::Kind::Int && v.i.is_const()) || (!rule.integer && v.kind == SVal::Kind::Float);
+      std::optional<std::string> problem = is_number ? rt::check_setting(e.key, v.number()) : std::nullopt;
+      if (!is_number) problem = fmt::format("'{}' must be {}, got {}", e.key, rule.words, s.describe(v));
+      if (problem) {
+        s.diags_.error(e.value->loc, *problem);
         return false;
       }
-      dst = v.i.const_value();
-      return true;
-    };
-    auto number = [&](std::optional<double>& dst, double lo, double hi, const char* range) {
-      SVal v = s.eval(*e.value);
-      if (v.is_error()) return false;
-      if (!(v.kind == SVal::Kind::Float || (v.kind == SVal::Kind::Int && v.i.is_const())) ||
-          !(v.number() > lo && v.number() < hi)) {
-        s.diags_.error(e.value->loc, fmt::format("'{}' must be a number {}, got {}", e.key, range, s.describe(v)));
-        return false;
-      }
-      dst = v.number();
+      using T = typename std::remove_reference_t<decltype(dst)>::value_type;
+      if constexpr (std::is_integral_v<T>) dst = v.i.const_value();
+      else dst = v.number();
       return true;
     };
     const std::string& k = e.key;
@@ -178,14 +190,14 @@ bool check_train(Sema& s, const ast::Train& t, TrainConfig& out) {
     }
     else if (k == "optimizer") ok &= call(kOptimizers, "optimizer", out.optimizer);
     else if (k == "schedule") ok &= call(kSchedules, "learning-rate schedule", out.schedule);
-    else if (k == "batch") ok &= positive_int(out.batch, false);
-    else if (k == "steps") ok &= positive_int(out.steps, false);
-    else if (k == "epochs") ok &= positive_int(out.epochs, false);
-    else if (k == "seed") ok &= positive_int(out.seed, true);
-    else if (k == "accumulate") ok &= positive_int(out.accumulate, false);
-    else if (k == "eval_every") ok &= positive_int(out.eval_every, false);
-    else if (k == "clip_grad_norm") ok &= number(out.clip_grad_norm, 0, INFINITY, "greater than 0");
-    else if (k == "validation") ok &= number(out.validation, 0, 1, "between 0 and 1");
+    else if (k == "batch") ok &= ranged(out.batch);
+    else if (k == "steps") ok &= ranged(out.steps);
+    else if (k == "epochs") ok &= ranged(out.epochs);
+    else if (k == "seed") ok &= ranged(out.seed);
+    else if (k == "accumulate") ok &= ranged(out.accumulate);
+    else if (k == "eval_every") ok &= ranged(out.eval_every);
+    else if (k == "clip_grad_norm") ok &= ranged(out.clip_grad_norm);
+    else if (k == "validation") ok &= ranged(out.validation);
     else if (k == "mem_budget") {
       const ast::Expr& v = *e.value;
       std::optional<int64_t> bytes;

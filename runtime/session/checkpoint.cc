@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <climits>
+#include <cstdint>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -76,6 +79,41 @@ const HostTensor* Checkpoint::find(const std::string& name) const {
   for (const auto& [n, t] : tensors)
     if (n == name) return &t;
   return nullptr;
+}
+
+const std::string& Checkpoint::text(const std::string& key) const {
+  auto it = metadata.find(key);
+  if (it == metadata.end()) throw CheckpointError(fmt::format("{}: metadata has no '{}'", path, key));
+  return it->second;
+}
+
+namespace {
+
+// The digits of `s` as an unsigned number no larger than `max`, or a CheckpointError naming
+// the file, the field, the text and what it should be.
+uint64_t metadata_number(const Checkpoint& c, const std::string& key, uint64_t max, const char* what) {
+  const std::string& s = c.text(key);
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  const bool digits = !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  if (!digits || ec != std::errc() || end != s.data() + s.size() || v > max) {
+    std::string shown = s.size() > 40 ? s.substr(0, 40) + "..." : s;
+    for (char& ch : shown)
+      if (static_cast<unsigned char>(ch) < 0x20) ch = '?';
+    throw CheckpointError(fmt::format("{}: metadata '{}' is \"{}\", not {}", c.path, key, shown, what));
+  }
+  return v;
+}
+
+}  // namespace
+
+int64_t Checkpoint::count(const std::string& key) const {
+  return static_cast<int64_t>(metadata_number(*this, key, static_cast<uint64_t>(INT64_MAX),
+                                              "a whole number from 0 to 9223372036854775807"));
+}
+
+uint64_t Checkpoint::seed(const std::string& key) const {
+  return metadata_number(*this, key, UINT64_MAX, "a whole number from 0 to 18446744073709551615");
 }
 
 void save_checkpoint(const std::string& path, const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {

@@ -33,6 +33,14 @@ struct Checkpoint {
   NamedTensors tensors;  // in header order
   std::map<std::string, std::string> metadata;
   const HostTensor* find(const std::string& name) const;  // nullptr when absent
+  // Metadata field `key`, read strictly; each throws CheckpointError naming the file and the
+  // field when it is missing or malformed. text(): any string. count(): a non-negative decimal
+  // integer that fits in int64 ("5.5", "-1", "5 ", "1e3" and 20 digits are refused). seed():
+  // the same, up to 2^64 - 1. has(): whether the field is there at all.
+  bool has(const std::string& key) const { return metadata.count(key) != 0; }
+  const std::string& text(const std::string& key) const;
+  int64_t count(const std::string& key) const;
+  uint64_t seed(const std::string& key) const;
 };
 
 // Writes `tensors` (in this order) and `metadata` to `path` atomically. Throws

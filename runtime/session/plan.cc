@@ -193,15 +193,6 @@ void check_target(const std::string& path, const PlanTarget& t) {
   }
 }
 
-void write_all(int fd, const std::string& bytes, const std::string& path) {
-  for (size_t done = 0; done < bytes.size();) {
-    ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(path, fmt::format("cannot write: {}", std::strerror(n < 0 ? errno : EIO)));
-    done += static_cast<size_t>(n);
-  }
-}
-
 }  // namespace
 
 std::vector<std::string> checkable_cpu_features() {
@@ -261,39 +252,7 @@ void write_plan(const Program& program, const std::string& shared_object, const 
   }
   if (shared_object.empty()) fail(path, "will not write a plan without host code (the shared object is empty)");
   const std::string bytes = encode_plan(program, shared_object, target);
-  // The temporary file beside `path` (so the rename is atomic), created exclusively with
-  // the mode a new file gets (0666 less the umask).
-  fs::path dir = fs::path(path).parent_path();
-  std::string tmpl;
-  int fd = -1;
-  // What killed writers left beside the target first (runtime/session/temp_files.h).
-  const std::string prefix = fs::path(path).filename().string() + ".tmp.";
-  remove_stale_temporaries(dir.empty() ? fs::path(".") : dir, prefix);
-  for (unsigned attempt = 0; fd < 0; ++attempt) {
-    tmpl = ((dir.empty() ? fs::path(".") : dir) / temp_prefix(prefix)).string() + std::to_string(attempt);
-    fd = open(tmpl.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && (errno != EEXIST || attempt == 100)) fail(path, fmt::format("cannot write: {}", std::strerror(errno)));
-  }
-  try {
-    write_all(fd, bytes, path);
-    if (fsync(fd) != 0) fail(path, fmt::format("cannot write: fsync: {}", std::strerror(errno)));
-    if (close(fd) != 0) {
-      fd = -1;
-      fail(path, fmt::format("cannot write: {}", std::strerror(errno)));
-    }
-    fd = -1;
-    if (std::rename(tmpl.c_str(), path.c_str()) != 0) fail(path, fmt::format("cannot write: {}", std::strerror(errno)));
-  } catch (...) {
-    if (fd >= 0) close(fd);
-    unlink(tmpl.c_str());
-    throw;
-  }
-  // The rename is durable once the directory is synced (best effort: not every file system can).
-  int dfd = open((dir.empty() ? fs::path(".") : dir).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)fsync(dfd);
-    close(dfd);
-  }
+  write_file_atomically(path, bytes);
 }
 
 bool is_plan_file(const std::string& path) {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "runtime/base/error.h"
+#include "runtime/base/train_rules.h"
 #include "runtime/execution/streams.h"
 
 namespace modelc::rt {
@@ -454,8 +455,7 @@ void check_program(const Program& p) {
   const TrainSettings& t = p.train;
   const std::string& s = t.schedule.kind;
   if (s != "constant" && s != "step" && s != "cosine") fail(fmt::format("the train settings name an unknown schedule '{}'", plan_detail::printable(s)));
-  if (t.batch < 1 || t.accumulate < 1)
-    fail(fmt::format("the train settings have batch {} and accumulate {} (both must be at least 1)", t.batch, t.accumulate));
+  if (std::optional<std::string> e = check_train_settings(t)) fail(fmt::format("the train settings: {}", *e));
   if (!p.ptx.empty() && p.ptx_target.empty()) fail("the program has PTX but no PTX target");
 }
 

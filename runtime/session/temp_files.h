@@ -19,4 +19,11 @@ std::string temp_prefix(const std::string& prefix);
 // directory between containers that write to it at the same time.)
 size_t remove_stale_temporaries(const std::filesystem::path& dir, const std::string& prefix);
 
+// Writes `bytes` to `path` atomically: to a temporary NAME.tmp.<pid>.N beside it (created
+// exclusively, with the mode a new file gets), fsync'ed, renamed over `path`, the directory
+// fsync'ed (best effort). Stale temporaries of killed writers are removed first. On any
+// failure the temporary is removed, `path` is untouched, and RuntimeError says
+// "PATH: cannot write: REASON" (strerror: "No space left on device").
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
 }  // namespace modelc::rt

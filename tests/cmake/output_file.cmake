@@ -24,6 +24,21 @@ if(NOT rc EQUAL 1 OR EXISTS "${OUT}/bad.ir")
 endif()
 # An output path that cannot be written: exit status 1 and a message naming it.
 execute_process(COMMAND "${MODELC}" --emit=ir -o "${OUT}/no/such/dir/x.ir" "${MODEL}" RESULT_VARIABLE rc ERROR_VARIABLE err)
-if(NOT rc EQUAL 1 OR NOT err MATCHES "cannot write '.*no/such/dir/x.ir'")
-  message(FATAL_ERROR "an unwritable -o must exit 1 naming the file: rc=${rc} ${err}")
+if(NOT rc EQUAL 1 OR NOT err MATCHES "no/such/dir/x.ir: cannot write: No such file or directory")
+  message(FATAL_ERROR "an unwritable -o must exit 1 naming the file and why: rc=${rc} ${err}")
+endif()
+# Write errors say why, and leave nothing behind: a file-size limit stops the writes of
+# --emit=llvm -o and --emit=grad -o part way (EFBIG, as a full disk stops them with ENOSPC).
+foreach(emit llvm grad)
+  execute_process(COMMAND prlimit --fsize=64 "${MODELC}" --emit=${emit} -o "${OUT}/big.${emit}" "${MODEL}"
+                  RESULT_VARIABLE rc ERROR_VARIABLE err)
+  file(GLOB left "${OUT}/big.${emit}*")
+  if(NOT rc EQUAL 1 OR NOT err MATCHES "big.${emit}: cannot write: File too large" OR left)
+    message(FATAL_ERROR "--emit=${emit} -o past a file-size limit must exit 1 saying why and leave no file: rc=${rc} ${err} ${left}")
+  endif()
+endforeach()
+# stdout that cannot be written (a full device) is an error too.
+execute_process(COMMAND "${MODELC}" --emit=ir "${MODEL}" OUTPUT_FILE /dev/full RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 1 OR NOT err MATCHES "cannot write the output to stdout: No space left on device")
+  message(FATAL_ERROR "a full stdout must exit 1 saying why: rc=${rc} ${err}")
 endif()

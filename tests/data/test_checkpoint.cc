@@ -273,3 +273,42 @@ TEST(Checkpoint, ChecksAgainstTheModel) {
 
 }  // namespace
 }  // namespace modelc::rt
+
+namespace modelc::rt {
+namespace {
+
+// Metadata numbers are read whole: every text that is not exactly a decimal number in range
+// is refused naming the file and the field (a step of "5.5" was read as 5, one too large for
+// int64 gave stoll's bare message).
+TEST(Checkpoint, ReadsMetadataNumbersStrictly) {
+  Checkpoint c;
+  c.path = "run/ck.safetensors";
+  c.metadata = {{"step", "42"}, {"seed", "18446744073709551615"}, {"zero", "0"}, {"padded", "007"}};
+  EXPECT_EQ(c.count("step"), 42);
+  EXPECT_EQ(c.count("zero"), 0);
+  EXPECT_EQ(c.count("padded"), 7);
+  EXPECT_EQ(c.seed("seed"), UINT64_MAX);
+  EXPECT_TRUE(c.has("step"));
+  EXPECT_FALSE(c.has("epoch"));
+  for (const char* bad : {"5.5", "-1", "+5", " 5", "5 ", "1e3", "0x10", "", "9223372036854775808", "abc", "5\n"}) {
+    c.metadata["step"] = bad;
+    try {
+      (void)c.count("step");
+      ADD_FAILURE() << "step '" << bad << "' was accepted";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("run/ck.safetensors: metadata 'step' is \""), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not a whole number from 0 to"), std::string::npos) << e.what();
+    }
+  }
+  c.metadata["seed"] = "18446744073709551616";
+  EXPECT_THROW((void)c.seed("seed"), CheckpointError);
+  try {
+    (void)c.count("epoch");
+    ADD_FAILURE() << "a missing field was accepted";
+  } catch (const CheckpointError& e) {
+    EXPECT_STREQ(e.what(), "run/ck.safetensors: metadata has no 'epoch'");
+  }
+}
+
+}  // namespace
+}  // namespace modelc::rt

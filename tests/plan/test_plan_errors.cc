@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -347,7 +348,13 @@ TEST_F(PlanErrors, InconsistentPrograms) {
        }},
       {"an update names buffer", [&](rt::Program& p) { p.functions[0].updates[0].second = nbuf; }},
       {"unknown schedule 'linear'", [](rt::Program& p) { p.train.schedule.kind = "linear"; }},
-      {"batch 0 and accumulate 1", [](rt::Program& p) { p.train.batch = 0; }},
+      // The train section's rules (runtime/base/train_rules.h), in its words.
+      {"the train settings: 'batch' must be a positive integer, got 0", [](rt::Program& p) { p.train.batch = 0; }},
+      {"'lr' must be a finite number greater than 0, got nan", [](rt::Program& p) { p.train.schedule.lr = NAN; }},
+      {"'clip_grad_norm' must be a finite number greater than 0, got -1", [](rt::Program& p) { p.train.clip_grad_norm = -1; }},
+      {"'warmup' must be a non-negative integer, got -2", [](rt::Program& p) { p.train.schedule.warmup = -2; }},
+      {"'validation' must be a number between 0 and 1, got -0.5", [](rt::Program& p) { p.train.validation = -0.5; }},
+      {"'seed' must be a non-negative integer, got -1", [](rt::Program& p) { p.train.seed = -1; }},
       {"has PTX but no PTX target", [](rt::Program& p) { p.ptx_target.clear(); }},
   };
   for (const Case& c : cases) {

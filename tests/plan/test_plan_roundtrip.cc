@@ -256,7 +256,7 @@ TEST(PlanFields, EveryFieldSurvives) {
   p.train.data = d;
   p.train.optimizer = "adam";
   p.train.schedule = {"cosine", 0.25, 17, 3, 0.5, -0.0};
-  p.train.batch = 3, p.train.epochs = 4, p.train.steps = 5, p.train.seed = -6, p.train.accumulate = 3;
+  p.train.batch = 3, p.train.epochs = 4, p.train.steps = 5, p.train.seed = 6, p.train.accumulate = 3;
   p.train.eval_every = 8, p.train.validation = 0.125, p.train.clip_grad_norm = 1e300;
   p.ptx = std::string("// PTX\0text", 11);
   p.ptx_target = "sm_90";

@@ -1,6 +1,8 @@
 // poison_checkpoint IN OUT TENSOR nan|inf|one-nan: writes checkpoint IN to OUT with tensor TENSOR
 // all NaN, all +inf, or NaN in its first element; for the tests of what a run does with a
 // checkpoint that is not finite (tests/cmake/eval_nan.cmake).
+// poison_checkpoint IN OUT --metadata KEY VALUE: the same checkpoint with metadata KEY set to
+// VALUE (tests/cmake/resume_checks.cmake).
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -9,8 +11,19 @@
 #include "runtime/session/checkpoint.h"
 
 int main(int argc, char** argv) {
+  if (argc == 6 && std::string(argv[3]) == "--metadata") {
+    try {
+      modelc::rt::Checkpoint c = modelc::rt::load_checkpoint(argv[1]);
+      c.metadata[argv[4]] = argv[5];
+      modelc::rt::save_checkpoint(argv[2], c.tensors, c.metadata);
+    } catch (const std::exception& e) {
+      std::cerr << e.what() << "\n";
+      return 1;
+    }
+    return 0;
+  }
   if (argc != 5) {
-    std::cerr << "usage: poison_checkpoint IN OUT TENSOR nan|inf|one-nan\n";
+    std::cerr << "usage: poison_checkpoint IN OUT TENSOR nan|inf|one-nan, or IN OUT --metadata KEY VALUE\n";
     return 2;
   }
   const std::string how = argv[4];

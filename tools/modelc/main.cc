@@ -12,7 +12,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <csignal>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -30,33 +33,27 @@
 #include "compiler/ir/verifier.h"
 #include "runtime/base/error.h"
 #include "runtime/session/plan.h"
+#include "runtime/session/temp_files.h"
+#include "tools/cli_hints.h"
 
 namespace {
 
+// The output to stdout, or to `path` whole (runtime/session/temp_files.h): a failed write
+// says why and leaves no file behind.
 bool write_output(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
+    errno = 0;
     std::cout << text;
     std::cout.flush();
-    return static_cast<bool>(std::cout);
+    if (std::cout) return true;
+    fmt::print(stderr, "modelc: error: cannot write the output to stdout: {}\n",
+               errno ? std::strerror(errno) : "the stream failed");
+    return false;
   }
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      fmt::print(stderr, "modelc: error: cannot write '{}'\n", path);
-      return false;
-    }
-    out << text;
-    out.flush();
-    if (!out) {
-      fmt::print(stderr, "modelc: error: cannot write '{}'\n", path);
-      std::remove(tmp.c_str());
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    fmt::print(stderr, "modelc: error: cannot write '{}'\n", path);
-    std::remove(tmp.c_str());
+  try {
+    modelc::rt::write_file_atomically(path, text);
+  } catch (const modelc::rt::RuntimeError& e) {
+    fmt::print(stderr, "modelc: error: {}\n", e.what());
     return false;
   }
   return true;
@@ -193,7 +190,7 @@ void add_options(CLI::App& app, Args& a) {
                  "precision (docs/precision.md)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--error-limit", a.error_limit, "stop after this many errors (0: no limit)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str();
   app.add_flag("--version", a.version, "print the version and exit");
   app.add_flag("--list-ops", a.list_ops, "print the reference of every built-in op (the Markdown of docs/ops.md) and exit");
   app.footer("With neither --emit nor -o, modelc checks the file (as --check). `modelc FILE.model -o FILE.plan`\n"
@@ -209,6 +206,7 @@ int check_args(Args& a) {
     return 2;
   };
   if (a.file.empty()) return bad("no input file (try 'modelc --help')");
+  if (a.error_limit < 0) return bad(fmt::format("--error-limit: must be a non-negative integer (0: no limit), got {}", a.error_limit));
   if (!a.warn.empty() && a.warn != "error")
     return bad(fmt::format("unknown warning option '-W{}' (only -Werror exists)", a.warn));
   for (const std::string& f : a.fflags) {
@@ -315,13 +313,16 @@ bool compile(modelc::CompileState& s, const Args& a, std::string& text, std::str
 
 int main(int argc, char** argv) {
   CLI::App app{"modelc: compiles .model files into .plan files (or prints a stage of the compilation)", "modelc"};
+  // A file-size limit (ulimit -f) makes a write fail with "File too large", as a full disk
+  // does with its reason, instead of killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   Args a;
   add_options(app, a);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
-    fmt::print(stderr, "modelc: error: {} (try 'modelc --help')\n", e.what());
+    fmt::print(stderr, "modelc: error: {}{} (try 'modelc --help')\n", e.what(), modelc_tools::flag_hint(app));
     return 2;
   }
   if (a.version) {

@@ -1,5 +1,6 @@
 #include "tools/modelrun/commands.h"
 
+#include <charconv>
 #include <cmath>
 #include <deque>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "runtime/session/session.h"
 #include "tools/modelrun/progress.h"
 #include "tools/modelrun/fusion_bench.h"
+#include "tools/modelrun/train_state.h"
 
 namespace modelrun {
 
@@ -30,11 +32,6 @@ namespace {
 
 // An error already explained to the user (diagnostics printed): exit status 1.
 struct Reported {};
-
-// A command line that makes no sense (an option that does not apply): exit status 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 struct Loaded {
   std::shared_ptr<rt::Program> program;
@@ -139,7 +136,24 @@ Loaded compile(const CommonOptions& c, bool train) {
   return l;
 }
 
-// --data PATH sets the data's first file argument; --data NAME=VALUE any argument.
+// VALUE of --data NAME=VALUE as the number argument NAME of data source `kind` takes.
+template <class T>
+T data_number(const std::string& arg, const std::string& kind, const std::string& name, const std::string& value) {
+  if constexpr (std::is_integral_v<T>) {
+    if (value == "true") return 1;  // a bool argument (normalize, header)
+    if (value == "false") return 0;
+  }
+  T v{};
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (value.empty() || ec != std::errc() || end != value.data() + value.size())
+    throw UsageError(fmt::format("--data {}: {}()'s '{}' is {}, not '{}'", arg, kind, name,
+                                 std::is_integral_v<T> ? "an integer (or true or false)" : "a number", value));
+  return v;
+}
+
+// --data PATH sets the data's first file argument; --data NAME=VALUE any argument. A path
+// given on the command line is relative to the current directory, as every command-line path
+// is (a path written in the .model or .plan stays relative to that file's directory).
 void override_data(rt::TrainSettings& t, const std::vector<std::string>& data) {
   if (data.empty()) return;
   if (!t.data) throw std::runtime_error("--data: the model's train section names no data source to override");
@@ -147,13 +161,13 @@ void override_data(rt::TrainSettings& t, const std::vector<std::string>& data) {
     auto eq = d.find('=');
     if (eq == std::string::npos) {
       const char* first = t.data->kind == "idx" ? "images" : "path";
-      t.data->strs[first] = d;
+      t.data->strs[first] = fs::absolute(d).string();
       continue;
     }
     std::string name = d.substr(0, eq), value = d.substr(eq + 1);
-    if (t.data->strs.count(name)) t.data->strs[name] = value;
-    else if (t.data->ints.count(name)) t.data->ints[name] = std::stoll(value);
-    else if (t.data->floats.count(name)) t.data->floats[name] = std::stod(value);
+    if (t.data->strs.count(name)) t.data->strs[name] = value.empty() ? value : fs::absolute(value).string();
+    else if (t.data->ints.count(name)) t.data->ints[name] = data_number<int64_t>(d, t.data->kind, name, value);
+    else if (t.data->floats.count(name)) t.data->floats[name] = data_number<double>(d, t.data->kind, name, value);
     else throw std::runtime_error(fmt::format("--data: {}() has no argument '{}'", t.data->kind, name));
   }
 }
@@ -254,10 +268,7 @@ rt::SessionOptions session_options(const CommonOptions& c) {
 }
 
 void apply_common(rt::TrainSettings& t, const CommonOptions& c) {
-  if (c.batch) {
-    if (*c.batch < 1) throw std::runtime_error("--batch must be at least 1");
-    t.batch = *c.batch;
-  }
+  if (c.batch) t.batch = *c.batch;
   if (c.seed) t.seed = *c.seed;
   override_data(t, c.data);
 }
@@ -281,28 +292,6 @@ int guarded(const std::function<int()>& body) {
 }  // namespace
 
 namespace {
-
-// --resume: the params, states, step and data position of checkpoint `path`, checked
-// against the model and the seed.
-void resume(rt::Session& s, const Loaded& l, const std::string& path, rt::DataPosition& start, bool quiet) {
-  rt::Checkpoint c = rt::load_checkpoint(path);
-  rt::check_against(c, persistent_specs(s, true));
-  for (const std::string& n : s.param_names()) s.set_param(n, *c.find(n));
-  for (const std::string& n : s.state_names()) s.set_state(n, *c.find(n));
-  auto get = [&](const char* key) -> std::string {
-    auto it = c.metadata.find(key);
-    if (it == c.metadata.end()) throw rt::CheckpointError(fmt::format("{}: metadata has no '{}'", path, key));
-    return it->second;
-  };
-  if (get("model") != l.program->model)
-    throw rt::CheckpointError(fmt::format("{}: a checkpoint of model '{}', not '{}'", path, get("model"), l.program->model));
-  if (std::stoull(get("seed")) != s.seed())
-    throw rt::CheckpointError(fmt::format("{}: written with seed {}, this run has seed {} (pass --seed {})", path,
-                                          get("seed"), s.seed(), get("seed")));
-  s.set_step(std::stoll(get("step")));
-  start = rt::get_position(c.metadata, path);
-  if (!quiet) fmt::print(stderr, "resumed from {} at step {}\n", path, s.step());
-}
 
 // "1 tensor", "4 tensors": a count as a person writes it.
 std::string count_of(int64_t n, std::string_view word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
@@ -335,6 +324,7 @@ struct TrainLoop {
   MetricsWriter& metrics;
   Progress& bar;
   const std::string& ckpt_path;
+  const RunShape& shape;
   int64_t total;
   bool scaling;  // fp16 training's dynamic loss scaling (docs/precision.md): two more outputs
 
@@ -363,11 +353,7 @@ struct TrainLoop {
     if (!std::isnan(last_eval.accuracy)) row.emplace_back("accuracy", last_eval.accuracy);
     metrics.write("eval", row);
     if (!ckpt_path.empty()) {
-      auto md = std::map<std::string, std::string>{{"model", l.program->model},
-                                                   {"step", std::to_string(s.step())},
-                                                   {"seed", std::to_string(s.seed())}};
-      rt::put_position(md, loader.position());
-      rt::save_checkpoint(ckpt_path, persistent_tensors(s, true), md);
+      rt::save_checkpoint(ckpt_path, persistent_tensors(s, true), checkpoint_metadata(s, shape, loader.position()));
     }
   }
 
@@ -433,6 +419,7 @@ struct TrainLoop {
 
 int run_train(const TrainOptions& o) {
   return guarded([&] {
+    check_options(o);
     Loaded l = compile(o.common, true);
     rt::TrainSettings& t = l.program->train;
     apply_common(t, o.common);
@@ -452,7 +439,8 @@ int run_train(const TrainOptions& o) {
     if (per_epoch == 0)
       throw std::runtime_error(fmt::format("{}: {} training examples are fewer than one batch of {}", ds->origin(),
                                            ds->size(rt::Split::Train), batch));
-    int64_t total = t.steps > 0 ? t.steps : std::max<int64_t>(1, t.epochs) * per_epoch;
+    const int64_t total = t.steps > 0 ? t.steps : std::max<int64_t>(1, t.epochs) * per_epoch;
+    const RunShape run{l.program->model, per_epoch, total, t.schedule.kind};
 
     rt::SessionOptions so = session_options(o.common);
     so.seed = static_cast<uint64_t>(t.seed);
@@ -464,7 +452,7 @@ int run_train(const TrainOptions& o) {
     if (o.resume) {
       std::string path = o.resume->empty() ? ckpt_path : *o.resume;
       if (path.empty()) throw std::runtime_error("--resume needs a checkpoint path or --checkpoint-dir");
-      resume(s, l, path, start, o.common.quiet);
+      start = resume_from(s, path, run, o.common.quiet);
     }
     if (!o.save_initial.empty()) rt::save_checkpoint(o.save_initial, persistent_tensors(s, false), {{"model", l.program->model}});
     if (!o.checkpoint_dir.empty()) fs::create_directories(o.checkpoint_dir);
@@ -485,12 +473,16 @@ int run_train(const TrainOptions& o) {
 
     if (!o.common.quiet) print_train_header(s, l, *ds, t, total, batch, per_epoch);
     rt::TrainLoader loader(ds, batch, l.example_shape, static_cast<uint64_t>(t.seed), start);
-    Progress bar(total, s.step(), isatty(2) != 0, o.common.quiet);
-    TrainLoop loop{o, l, t, ds, s, loader, metrics, bar, ckpt_path, total, scaling};
+    const int64_t first = s.step();
+    Progress bar(total, first, isatty(2) != 0, o.common.quiet);
+    TrainLoop loop{o, l, t, ds, s, loader, metrics, bar, ckpt_path, run, total, scaling};
     loop.run();
     const EvalResult& last_eval = loop.last_eval;
-    fmt::print("{}: {} in {}, {:.0f} samples/s on {}\n", l.program->model, count_of(total, "step"),
-               format_duration(bar.elapsed_seconds()), bar.samples_per_second(), count_of(s.threads(), "thread"));
+    // Only the steps this run ran: a resumed run names the steps it continued from.
+    const std::string ran = first == 0 ? count_of(total, "step")
+                                       : fmt::format("{} (of {}, from step {})", count_of(total - first, "step"), total, first);
+    fmt::print("{}: {} in {}, {:.0f} samples/s on {}\n", l.program->model, ran, format_duration(bar.elapsed_seconds()),
+               bar.samples_per_second(), count_of(s.threads(), "thread"));
     fmt::print("held-out: loss {:.4f}{} on {} examples\n", last_eval.loss, fmt_acc(last_eval.accuracy), last_eval.examples);
     if (scaling)
       fmt::print("fp16 loss scaling: {} of {} steps skipped (inf/NaN gradients), scale {:g} at the end\n", loop.skipped,
@@ -534,6 +526,7 @@ std::string non_finite_eval(rt::Session& s, const std::string& checkpoint, const
 
 int run_eval(const EvalOptions& o) {
   return guarded([&] {
+    check_options(o.common);
     Loaded l = compile(o.common, false);
     apply_common(l.program->train, o.common);
     auto ds = open_data(l);
@@ -550,6 +543,7 @@ int run_eval(const EvalOptions& o) {
 }
 
 int run_bench(const BenchOptions& o) {
+  if (int rc = guarded([&] { check_options(o); return 0; })) return rc;
   if (o.compare_fusion) return run_fusion_bench(o);
   return guarded([&] {
     Loaded l = compile(o.common, true);

@@ -1,5 +1,5 @@
 // modelrun: trains, evaluates and benchmarks a .model file, or a .plan file compiled by
-// modelc (runtime/session/plan.h), on the CPU.
+// modelc (runtime/session/plan.h), on the CPU or a CUDA GPU (--device).
 //
 //   modelrun train FILE.model [--epochs N | --steps N] [--batch N] [--lr X] [--seed N] ...
 //   modelrun eval  FILE.model --checkpoint CKPT
@@ -10,6 +10,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <csignal>
+
+#include "tools/cli_hints.h"
 #include "tools/modelrun/commands.h"
 
 namespace {
@@ -28,7 +31,7 @@ void add_common(CLI::App* app, modelrun::CommonOptions& c) {
       ->allow_extra_args(false);
   app->add_option("--batch", c.batch, "examples per step (default: the train section's batch)");
   app->add_option("--seed", c.seed, "the run's seed: initialisation, shuffling, dropout");
-  app->add_option("--threads", c.threads, "worker threads (default: one per core)")->check(CLI::NonNegativeNumber);
+  app->add_option("--threads", c.threads, "worker threads (default: one per core)");
   app->add_option("--streams", c.streams,
                   "run independent work of each step on up to N streams (worker threads ordered by events; "
                   "1: the sequential run; for a .plan, replaces its schedule; docs/streams.md)")
@@ -64,6 +67,9 @@ void add_common(CLI::App* app, modelrun::CommonOptions& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) makes a write fail with "File too large", as a full disk
+  // does with its reason, instead of killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"modelrun: train, evaluate and benchmark .model and .plan files, on the CPU or a CUDA GPU (--device)"};
   app.set_version_flag("--version", std::string("modelrun ") + MODELC_VERSION);
   app.require_subcommand(1);
@@ -92,8 +98,8 @@ int main(int argc, char** argv) {
   modelrun::BenchOptions b;
   CLI::App* bench = app.add_subcommand("bench", "time training steps: steps/s and samples/s");
   add_common(bench, b.common);
-  bench->add_option("--steps", b.steps, "timed steps")->check(CLI::PositiveNumber);
-  bench->add_option("--warmup", b.warmup, "untimed steps first")->check(CLI::NonNegativeNumber);
+  bench->add_option("--steps", b.steps, "timed steps")->capture_default_str();
+  bench->add_option("--warmup", b.warmup, "untimed steps first")->capture_default_str();
   auto* compare = bench->add_flag(
       "--compare-fusion", b.compare_fusion,
       "compile each model with kernel fusion on and off and run both on the same random batches: time per step, "
@@ -108,8 +114,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& err) {
-    int rc = app.exit(err);
-    return rc == 0 ? 0 : 2;
+    if (err.get_exit_code() == 0) return app.exit(err);  // --help, --version
+    fmt::print(stderr, "modelrun: error: {}{} (try 'modelrun --help' or 'modelrun COMMAND --help')\n", err.what(),
+               modelc_tools::flag_hint(app));
+    return 2;
   }
   if (train->parsed()) {
     if (train->count("--resume") && !t.resume) t.resume = "";

@@ -4,6 +4,12 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <stdexcept>
+#include <utility>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace modelrun {
 
@@ -81,13 +87,53 @@ MetricsWriter::MetricsWriter(const std::string& path, std::vector<std::string> c
   if (ends(".csv")) csv_ = true;
   else if (!ends(".jsonl") && !ends(".json"))
     throw std::runtime_error(fmt::format("{}: metrics file must end in .jsonl, .json or .csv", path));
-  out_.open(path, std::ios::out | std::ios::trunc);
-  if (!out_) throw std::runtime_error(fmt::format("{}: cannot open for writing", path));
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw std::runtime_error(fmt::format("{}: cannot open the metrics file for writing: {}", path, std::strerror(errno)));
   if (csv_) {
-    out_ << "kind";
-    for (const auto& c : columns_) out_ << "," << c;
-    out_ << "\n";
+    std::string header = "kind";
+    for (const auto& c : columns_) header += "," + c;
+    try {
+      append(header + "\n");
+    } catch (...) {
+      ::close(fd_);
+      fd_ = -1;
+      ::unlink(path.c_str());
+      throw;
+    }
   }
+}
+
+MetricsWriter& MetricsWriter::operator=(MetricsWriter&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    path_ = std::move(o.path_);
+    fd_ = std::exchange(o.fd_, -1);
+    written_ = o.written_;
+    csv_ = o.csv_;
+    columns_ = std::move(o.columns_);
+  }
+  return *this;
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+// One row, whole: a short or failed write is cut back to the rows before it.
+void MetricsWriter::append(const std::string& record) {
+  size_t done = 0;
+  while (done < record.size()) {
+    ssize_t n = ::write(fd_, record.data() + done, record.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      if (::ftruncate(fd_, static_cast<off_t>(written_)) == 0) ::lseek(fd_, static_cast<off_t>(written_), SEEK_SET);
+      throw std::runtime_error(fmt::format("{}: cannot write metrics: {} (the file keeps the {} before it)", path_,
+                                           std::strerror(err), written_ ? "rows" : "nothing"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  written_ += static_cast<int64_t>(record.size());
 }
 
 static std::string num(double v) {
@@ -97,28 +143,25 @@ static std::string num(double v) {
 }
 
 void MetricsWriter::write(const std::string& kind, const std::vector<std::pair<std::string, double>>& values) {
-  if (!out_.is_open()) return;
+  if (fd_ < 0) return;
   for (const auto& [k, v] : values)
     if (std::find(columns_.begin(), columns_.end(), k) == columns_.end())
       throw std::logic_error("metrics: column '" + k + "' was not declared");
+  std::string row;
   if (csv_) {
-    out_ << kind;
+    row = kind;
     for (const auto& c : columns_) {
-      out_ << ",";
+      row += ",";
       for (const auto& [k, v] : values)
-        if (k == c) out_ << num(v);
+        if (k == c) row += num(v);
     }
-    out_ << "\n";
   } else {
-    out_ << "{\"kind\": \"" << kind << "\"";
-    for (const auto& [k, v] : values) {
-      // JSON has no NaN or infinity: write null for them.
-      out_ << ", \"" << k << "\": " << (std::isfinite(v) ? fmt::format("{}", v) : "null");
-    }
-    out_ << "}\n";
+    row = "{\"kind\": \"" + kind + "\"";
+    // JSON has no NaN or infinity: write null for them.
+    for (const auto& [k, v] : values) row += ", \"" + k + "\": " + (std::isfinite(v) ? fmt::format("{}", v) : "null");
+    row += "}";
   }
-  out_.flush();
-  if (!out_) throw std::runtime_error(fmt::format("{}: write failed", path_));
+  append(row + "\n");
 }
 
 }  // namespace modelrun

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -37,18 +36,28 @@ std::string format_duration(double seconds);  // "1h02m", "3m05s", "12s"
 
 // Metrics as JSON lines (.jsonl, .json) or CSV (.csv), chosen by the file's extension.
 // A row is its kind ("train" or "eval") and numbers by name; the names come from the fixed
-// column list (CSV cells a row does not have stay empty).
+// column list (CSV cells a row does not have stay empty). Each row reaches the file whole,
+// in one write: a write that fails (a full disk) is cut back to the rows before it and
+// throws, naming the file and the reason ("No space left on device"); a CSV whose header
+// cannot be written is removed.
 class MetricsWriter {
  public:
   MetricsWriter() = default;
   // Throws std::runtime_error naming the file when it cannot be opened or has another extension.
   MetricsWriter(const std::string& path, std::vector<std::string> columns);
+  MetricsWriter(MetricsWriter&& o) noexcept { *this = std::move(o); }
+  MetricsWriter& operator=(MetricsWriter&& o) noexcept;
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+  ~MetricsWriter();
   void write(const std::string& kind, const std::vector<std::pair<std::string, double>>& values);
-  bool active() const { return out_.is_open(); }
+  bool active() const { return fd_ >= 0; }
 
  private:
+  void append(const std::string& record);
   std::string path_;
-  std::ofstream out_;
+  int fd_ = -1;
+  int64_t written_ = 0;  // bytes of whole rows in the file
   bool csv_ = false;
   std::vector<std::string> columns_;
 };

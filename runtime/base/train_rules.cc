@@ -1,0 +1,85 @@
+#include "runtime/base/train_rules.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+namespace modelc::rt {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The optimizers' ranges are PyTorch's (torch.optim checks lr >= 0, momentum >= 0,
+// 0 <= betas < 1, eps >= 0, weight_decay >= 0), but a learning rate of 0 trains nothing and
+// is refused.
+const SettingRule kRules[] = {
+    {"batch", true, 1, kInf, false, true, "a positive integer", false},
+    {"steps", true, 1, kInf, false, true, "a positive integer", true},
+    {"epochs", true, 1, kInf, false, true, "a positive integer", true},
+    {"accumulate", true, 1, kInf, false, true, "a positive integer", false},
+    {"eval_every", true, 1, kInf, false, true, "a positive integer", true},
+    {"seed", true, 0, kInf, false, true, "a non-negative integer", false},
+    {"validation", false, 0, 1, true, true, "a number between 0 and 1", true},
+    {"clip_grad_norm", false, 0, kInf, true, true, "a finite number greater than 0", true},
+    {"lr", false, 0, kInf, true, true, "a finite number greater than 0", false},
+    {"warmup", true, 0, kInf, false, true, "a non-negative integer", false},
+    {"every", true, 1, kInf, false, true, "a positive integer", true},
+    {"gamma", false, 0, kInf, true, true, "a finite number greater than 0", false},
+    {"min_lr", false, 0, kInf, false, true, "a finite number, 0 or greater", false},
+    {"momentum", false, 0, kInf, false, true, "a finite number, 0 or greater", false},
+    {"beta1", false, 0, 1, false, true, "a number from 0 up to but not including 1", false},
+    {"beta2", false, 0, 1, false, true, "a number from 0 up to but not including 1", false},
+    {"eps", false, 0, kInf, false, true, "a finite number, 0 or greater", false},
+    {"weight_decay", false, 0, kInf, false, true, "a finite number, 0 or greater", false},
+};
+
+bool in_range(const SettingRule& r, double v) {
+  if (std::isnan(v)) return false;
+  if (r.integer && v != std::floor(v)) return false;
+  const bool above = r.lo_open ? v > r.lo : v >= r.lo;
+  const bool below = r.hi_open ? v < r.hi : v <= r.hi;
+  return above && below;
+}
+
+}  // namespace
+
+const SettingRule* setting_rule(std::string_view key) {
+  for (const SettingRule& r : kRules)
+    if (r.key == key) return &r;
+  return nullptr;
+}
+
+std::string format_number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{}", static_cast<int64_t>(v));
+  return fmt::format("{:g}", v);
+}
+
+std::optional<std::string> check_setting(std::string_view key, double value) {
+  const SettingRule* r = setting_rule(key);
+  if (!r || in_range(*r, value)) return std::nullopt;
+  return fmt::format("'{}' must be {}, got {}", key, r->words, format_number(value));
+}
+
+std::optional<std::string> check_train_settings(const TrainSettings& t) {
+  const Schedule& s = t.schedule;
+  const std::pair<std::string_view, double> values[] = {
+      {"batch", static_cast<double>(t.batch)},           {"steps", static_cast<double>(t.steps)},
+      {"epochs", static_cast<double>(t.epochs)},         {"accumulate", static_cast<double>(t.accumulate)},
+      {"eval_every", static_cast<double>(t.eval_every)}, {"seed", static_cast<double>(t.seed)},
+      {"validation", t.validation},                      {"clip_grad_norm", t.clip_grad_norm},
+      {"lr", s.lr},                                      {"warmup", static_cast<double>(s.warmup)},
+      {"every", static_cast<double>(s.every)},           {"gamma", s.gamma},
+      {"min_lr", s.min_lr},
+  };
+  for (const auto& [key, v] : values) {
+    if (v == 0 && setting_rule(key)->zero_is_unset) continue;
+    if (auto e = check_setting(key, v)) return e;
+  }
+  return std::nullopt;
+}
+
+}  // namespace modelc::rt

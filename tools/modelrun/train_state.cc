@@ -1,0 +1,124 @@
+#include "tools/modelrun/train_state.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "runtime/base/train_rules.h"
+
+namespace modelrun {
+
+namespace {
+
+// --flag VALUE against setting `key`'s rule.
+template <class T>
+void check_flag(const char* flag, const char* key, const std::optional<T>& value) {
+  if (!value) return;
+  if (std::optional<std::string> e = rt::check_setting(key, static_cast<double>(*value)))
+    throw UsageError(fmt::format("{}: {}", flag, *e));
+}
+
+}  // namespace
+
+void check_options(const CommonOptions& c) {
+  check_flag("--batch", "batch", c.batch);
+  check_flag("--seed", "seed", c.seed);
+  if (c.threads < 0) throw UsageError(fmt::format("--threads: must be a non-negative integer (0: one per core), got {}", c.threads));
+}
+
+void check_options(const TrainOptions& o) {
+  check_options(o.common);
+  check_flag("--steps", "steps", o.steps);
+  check_flag("--epochs", "epochs", o.epochs);
+  check_flag("--lr", "lr", o.lr);
+  check_flag("--eval-every", "eval_every", o.eval_every);
+  check_flag("--accumulate", "accumulate", o.accumulate);
+}
+
+void check_options(const BenchOptions& o) {
+  check_options(o.common);
+  check_flag("--steps", "steps", std::optional<int64_t>(o.steps));
+  if (o.warmup < 0)
+    throw UsageError(fmt::format("--warmup: must be a non-negative integer (untimed steps before the timed ones), got {}", o.warmup));
+}
+
+std::map<std::string, std::string> checkpoint_metadata(const rt::Session& s, const RunShape& run,
+                                                       const rt::DataPosition& position) {
+  std::map<std::string, std::string> md = {{"model", run.model},
+                                           {"step", std::to_string(s.step())},
+                                           {"seed", std::to_string(s.seed())},
+                                           {"total_steps", std::to_string(run.total)}};
+  rt::put_position(md, position);
+  return md;
+}
+
+namespace {
+
+// The data position must be where `step` steps of this run's batches leave the loader: a
+// different batch size or data set, or edited metadata, would replay or skip examples.
+void check_position(const rt::Checkpoint& c, int64_t step, const rt::DataPosition& pos, const RunShape& run) {
+  int64_t at = 0;
+  const bool overflow = __builtin_mul_overflow(pos.epoch, run.per_epoch, &at) || __builtin_add_overflow(at, pos.batch, &at);
+  if (!overflow && pos.batch < run.per_epoch && at == step) return;
+  throw rt::CheckpointError(fmt::format(
+      "{}: metadata 'step' is {} but 'data.epoch' {} and 'data.batch' {} are not where {} steps leave this run's data "
+      "({} batches per epoch: epoch {}, batch {}); the checkpoint was written with another batch size or data, or "
+      "its metadata was edited",
+      c.path, step, pos.epoch, pos.batch, step, run.per_epoch, step / run.per_epoch, step % run.per_epoch));
+}
+
+// A cosine schedule's curve depends on the run's length: resuming it into another length
+// would follow another curve than either run, so it is refused.
+void check_horizon(const rt::Checkpoint& c, const RunShape& run, bool quiet) {
+  if (!c.has("total_steps")) {
+    if (run.schedule == "cosine" && !quiet)
+      fmt::print(stderr, "note: {} does not record its run's length (an older modelrun wrote it); the cosine schedule "
+                 "continues as a run of {} steps\n", c.path, run.total);
+    return;
+  }
+  const int64_t was = c.count("total_steps");
+  if (was == run.total) return;
+  if (run.schedule == "cosine")
+    throw rt::CheckpointError(fmt::format(
+        "{}: written by a run of {} steps and this run has {}: the cosine schedule's learning rate depends on the run's "
+        "length, so the two would follow different curves (pass --steps {} to finish that run, or start a new one)",
+        c.path, was, run.total, was));
+  if (!quiet)
+    fmt::print(stderr, "note: {} was written by a run of {} steps; this run goes on to {} (a {} schedule does not "
+               "depend on the run's length)\n", c.path, was, run.total, run.schedule);
+}
+
+}  // namespace
+
+rt::DataPosition resume_from(rt::Session& s, const std::string& path, const RunShape& run, bool quiet) {
+  rt::Checkpoint c = rt::load_checkpoint(path);
+  std::vector<rt::TensorSpec> specs;
+  for (const std::string& n : s.param_names()) specs.push_back({n, s.param(n).type, s.param(n).shape});
+  for (const std::string& n : s.state_names()) specs.push_back({n, s.state(n).type, s.state(n).shape});
+  rt::check_against(c, specs);
+  if (c.text("model") != run.model)
+    throw rt::CheckpointError(fmt::format("{}: a checkpoint of model '{}', not '{}'", path, c.text("model"), run.model));
+  if (c.seed("seed") != s.seed())
+    throw rt::CheckpointError(fmt::format("{}: written with seed {}, this run has seed {} (pass --seed {})", path,
+                                          c.seed("seed"), s.seed(), c.seed("seed")));
+  const int64_t step = c.count("step");
+  const rt::DataPosition pos = rt::get_position(c.metadata, path);
+  check_position(c, step, pos, run);
+  if (step > run.total)
+    throw rt::CheckpointError(fmt::format("{}: at step {}, past this run's {} steps: nothing to train (pass --steps N "
+                                          "with N above {} to train on from it)", path, step, run.total, step));
+  check_horizon(c, run, quiet);
+  for (const std::string& n : s.param_names()) s.set_param(n, *c.find(n));
+  for (const std::string& n : s.state_names()) s.set_state(n, *c.find(n));
+  s.set_step(step);
+  if (!quiet) {
+    if (step == run.total)
+      fmt::print(stderr, "resumed from {} at step {}: the run's {} steps are all done; nothing to train, evaluating it\n",
+                 path, step, run.total);
+    else
+      fmt::print(stderr, "resumed from {} at step {}: {} to go of {}\n", path, step, run.total - step, run.total);
+  }
+  return pos;
+}
+
+}  // namespace modelrun

@@ -1,0 +1,53 @@
+// What a `modelrun` run starts from: the command line's numbers, checked with the train
+// section's own rules (runtime/base/train_rules.h: the same values refused with the same
+// words as in a .model file or a .plan), and the checkpoint a training run resumes from,
+// checked field by field against the run (docs/language.md, "Resuming").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/session/checkpoint.h"
+#include "runtime/session/data/loader.h"
+#include "runtime/session/session.h"
+#include "tools/modelrun/commands.h"
+
+namespace modelrun {
+
+namespace rt = modelc::rt;
+
+// A command line that makes no sense (an option that does not apply, a value out of range):
+// exit status 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Throws UsageError for the first option given a value its setting refuses:
+// "--lr nan: 'lr' must be a finite number greater than 0, got nan".
+void check_options(const CommonOptions& c);
+void check_options(const TrainOptions& o);
+void check_options(const BenchOptions& o);
+
+// The run a checkpoint is resumed into.
+struct RunShape {
+  std::string model;
+  int64_t per_epoch = 0;  // batches (optimizer steps) per epoch
+  int64_t total = 0;      // the run's steps: the learning-rate schedule's horizon
+  std::string schedule;   // "constant", "step", "cosine"
+};
+
+// The metadata a training checkpoint records: the model, the seed, the step, the run's
+// horizon and the data position.
+std::map<std::string, std::string> checkpoint_metadata(const rt::Session& s, const RunShape& run,
+                                                       const rt::DataPosition& position);
+
+// Loads checkpoint `path` into `s` (parameters, optimizer state, step) and returns the data
+// position to continue from. Every field is checked: the model, the seed, the step (a whole
+// number, not past the run's end), the data position (consistent with the step at this
+// batch size), and the horizon (a cosine schedule's curve depends on it: a different one is
+// refused). Throws rt::CheckpointError naming the file and the field.
+rt::DataPosition resume_from(rt::Session& s, const std::string& path, const RunShape& run, bool quiet);
+
+}  // namespace modelrun
