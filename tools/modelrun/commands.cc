@@ -224,20 +224,6 @@ EvalResult evaluate(rt::Session& s, const Loaded& l, const std::shared_ptr<const
   return r;
 }
 
-std::vector<rt::TensorSpec> persistent_specs(const rt::Session& s, bool with_state) {
-  std::vector<rt::TensorSpec> out;
-  for (const std::string& n : s.param_names()) {
-    rt::HostTensor t = s.param(n);
-    out.push_back({n, t.type, t.shape});
-  }
-  if (with_state)
-    for (const std::string& n : s.state_names()) {
-      rt::HostTensor t = s.state(n);
-      out.push_back({n, t.type, t.shape});
-    }
-  return out;
-}
-
 rt::NamedTensors persistent_tensors(const rt::Session& s, bool with_state) {
   rt::NamedTensors out;
   for (const std::string& n : s.param_names()) out.emplace_back(n, s.param(n));
@@ -325,7 +311,6 @@ struct TrainLoop {
   Progress& bar;
   const std::string& ckpt_path;
   const RunShape& shape;
-  int64_t total;
   bool scaling;  // fp16 training's dynamic loss scaling (docs/precision.md): two more outputs
 
   struct Submitted {
@@ -384,7 +369,7 @@ struct TrainLoop {
       bar.finish();
       throw std::runtime_error(fmt::format("the loss is {} at step {}: training diverged (try a lower --lr)", loss, f.step));
     }
-    if (f.due || f.step == total) {
+    if (f.due || f.step == shape.total) {
       if (f.epoch_end && !o.common.quiet)
         bar.line(fmt::format("epoch {} done: mean training loss {:.4f}", f.epoch + 1, epoch_loss / static_cast<double>(epoch_steps)));
       if (f.epoch_end) epoch_loss = 0, epoch_steps = 0;
@@ -393,8 +378,8 @@ struct TrainLoop {
   }
 
   void run() {
-    while (s.step() < total || !in_flight.empty()) {
-      if (s.step() < total && (in_flight.empty() || (in_flight.size() < 2 && !in_flight.back().due))) {
+    while (s.step() < shape.total || !in_flight.empty()) {
+      if (s.step() < shape.total && (in_flight.empty() || (in_flight.size() < 2 && !in_flight.back().due))) {
         rt::Batch b = loader.next();
         if (!o.dump_batches.empty()) {
           dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.features), b.features);
@@ -403,7 +388,7 @@ struct TrainLoop {
         Submitted f{s.step() + 1, b.epoch, b.size(), s.current_lr(), false, false};
         s.submit_step(feed(l, b));
         f.epoch_end = loader.position().batch == 0;
-        f.due = (t.eval_every > 0 ? f.step % t.eval_every == 0 : f.epoch_end) || f.step == total;
+        f.due = (t.eval_every > 0 ? f.step % t.eval_every == 0 : f.epoch_end) || f.step == shape.total;
         in_flight.push_back(f);
         continue;
       }
@@ -475,7 +460,7 @@ int run_train(const TrainOptions& o) {
     rt::TrainLoader loader(ds, batch, l.example_shape, static_cast<uint64_t>(t.seed), start);
     const int64_t first = s.step();
     Progress bar(total, first, isatty(2) != 0, o.common.quiet);
-    TrainLoop loop{o, l, t, ds, s, loader, metrics, bar, ckpt_path, run, total, scaling};
+    TrainLoop loop{o, l, t, ds, s, loader, metrics, bar, ckpt_path, run, scaling};
     loop.run();
     const EvalResult& last_eval = loop.last_eval;
     // Only the steps this run ran: a resumed run names the steps it continued from.

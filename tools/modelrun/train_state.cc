@@ -42,6 +42,20 @@ void check_options(const BenchOptions& o) {
     throw UsageError(fmt::format("--warmup: must be a non-negative integer (untimed steps before the timed ones), got {}", o.warmup));
 }
 
+std::vector<rt::TensorSpec> persistent_specs(const rt::Session& s, bool with_state) {
+  std::vector<rt::TensorSpec> out;
+  for (const std::string& n : s.param_names()) {
+    rt::HostTensor t = s.param(n);
+    out.push_back({n, t.type, t.shape});
+  }
+  if (with_state)
+    for (const std::string& n : s.state_names()) {
+      rt::HostTensor t = s.state(n);
+      out.push_back({n, t.type, t.shape});
+    }
+  return out;
+}
+
 std::map<std::string, std::string> checkpoint_metadata(const rt::Session& s, const RunShape& run,
                                                        const rt::DataPosition& position) {
   std::map<std::string, std::string> md = {{"model", run.model},
@@ -92,10 +106,7 @@ void check_horizon(const rt::Checkpoint& c, const RunShape& run, bool quiet) {
 
 rt::DataPosition resume_from(rt::Session& s, const std::string& path, const RunShape& run, bool quiet) {
   rt::Checkpoint c = rt::load_checkpoint(path);
-  std::vector<rt::TensorSpec> specs;
-  for (const std::string& n : s.param_names()) specs.push_back({n, s.param(n).type, s.param(n).shape});
-  for (const std::string& n : s.state_names()) specs.push_back({n, s.state(n).type, s.state(n).shape});
-  rt::check_against(c, specs);
+  rt::check_against(c, persistent_specs(s, true));
   if (c.text("model") != run.model)
     throw rt::CheckpointError(fmt::format("{}: a checkpoint of model '{}', not '{}'", path, c.text("model"), run.model));
   if (c.seed("seed") != s.seed())

@@ -8,6 +8,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "runtime/session/checkpoint.h"
 #include "runtime/session/data/loader.h"
@@ -37,6 +38,10 @@ struct RunShape {
   int64_t total = 0;      // the run's steps: the learning-rate schedule's horizon
   std::string schedule;   // "constant", "step", "cosine"
 };
+
+// What the session's parameters (and, with_state, its optimizer state) are: what a
+// checkpoint of it must hold.
+std::vector<rt::TensorSpec> persistent_specs(const rt::Session& s, bool with_state);
 
 // The metadata a training checkpoint records: the model, the seed, the step, the run's
 // horizon and the data position.
