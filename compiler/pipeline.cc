@@ -14,6 +14,7 @@
 #include "compiler/passes/recompute.h"
 #include "compiler/passes/simplify.h"
 #include "compiler/passes/train_step.h"
+#include "runtime/base/train_rules.h"
 
 namespace modelc {
 
@@ -120,6 +121,11 @@ bool autocast_pass(CompileState& s) {
 // cannot build is an error at the train section.
 bool train_step(CompileState& s) {
   if (!s.options.train || !s.e.train) return true;
+  if (s.options.batch && s.e.train->accumulate)
+    if (auto e = rt::check_batch_split(*s.options.batch, *s.e.train->accumulate)) {
+      s.c.diags().error(s.e.train->loc, fmt::format("with --batch {}: {}", *s.options.batch, *e));
+      return false;
+    }
   try {
     s.step = std::make_unique<Graph>(build_train_step(*s.e.graph, train_step_options(*s.e.train)));
   } catch (const UserError& err) {

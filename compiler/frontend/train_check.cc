@@ -232,6 +232,15 @@ bool check_train(Sema& s, const ast::Train& t, TrainConfig& out) {
       ok = false;
     }
   }
+  // `batch` is the effective batch of one optimizer step, split into `accumulate`
+  // micro-batches of batch/accumulate examples (docs/language.md): they must divide.
+  if (ok && out.accumulate) {
+    if (auto e = rt::check_batch_split(out.batch.value_or(rt::TrainSettings{}.batch), *out.accumulate)) {
+      s.diags_.error(seen.at("accumulate"), *e);
+      if (auto b = seen.find("batch"); b != seen.end()) s.diags_.note(b->second, "the batch is set here");
+      ok = false;
+    }
+  }
   return ok;
 }
 

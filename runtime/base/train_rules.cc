@@ -79,7 +79,14 @@ std::optional<std::string> check_train_settings(const TrainSettings& t) {
     if (v == 0 && setting_rule(key)->zero_is_unset) continue;
     if (auto e = check_setting(key, v)) return e;
   }
-  return std::nullopt;
+  return check_batch_split(t.batch, t.accumulate);
+}
+
+std::optional<std::string> check_batch_split(int64_t batch, int64_t accumulate) {
+  if (accumulate <= 1 || batch % accumulate == 0) return std::nullopt;
+  return fmt::format("'batch' ({}) must be a multiple of 'accumulate' ({}): each step's batch is split into {} "
+                     "micro-batches of equal size",
+                     batch, accumulate, accumulate);
 }
 
 }  // namespace modelc::rt

@@ -39,4 +39,9 @@ std::string format_number(double value);
 // values (0 where zero_is_unset) pass.
 std::optional<std::string> check_train_settings(const TrainSettings& t);
 
+// `batch` is the effective batch of one optimizer step, split into `accumulate` micro-batches
+// of batch / accumulate examples (docs/language.md): what is wrong when they do not divide,
+// or nullopt.
+std::optional<std::string> check_batch_split(int64_t batch, int64_t accumulate);
+
 }  // namespace modelc::rt

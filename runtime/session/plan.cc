@@ -278,7 +278,9 @@ std::shared_ptr<Program> read_plan(const std::string& path, PlanTarget* target_o
   const uint32_t version = get32(f, 8);
   if (version != kPlanVersion)
     fail(path, fmt::format("plan format version {}, this runtime reads version {}{}", version, kPlanVersion,
-                           version > kPlanVersion ? " (a newer modelc wrote it; recompile the .model with this one)" : ""));
+                           version > kPlanVersion ? " (a newer modelc wrote it; recompile the .model with this one)"
+                                                  : " (an older modelc wrote it, or the header is damaged; recompile "
+                                                    "the .model with this one)"));
   if (size < kHeaderSize) fail(path, fmt::format("truncated: the file has {} bytes, a plan's header has {}", size, kHeaderSize));
   if (crc(f.data(), 44) != get32(f, 44)) fail(path, "the header is corrupted (CRC mismatch)");
   const uint32_t flags = get32(f, 12), count = get32(f, 16);

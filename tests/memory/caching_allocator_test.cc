@@ -198,7 +198,11 @@ TEST(CachingAllocator, OomThatCannotBeSatisfiedThrowsWithTheSummary) {
   void* p = h.alloc.allocate(12 * MiB);
   std::string msg = error_of([&] { h.alloc.allocate(14 * MiB); });  // 12 + 14 > 24
   EXPECT_NE(msg.find("out of memory allocating 14680064 bytes on stream 0"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("refused a new segment of 14.00 MiB"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the memory limit of 24.00 MiB (25165824 bytes: SessionOptions::memory_limit, modelrun "
+                     "--memory-limit) leaves 12.00 MiB after the 12.00 MiB already reserved, and the request "
+                     "needs 14.00 MiB (14680064 bytes)"),
+            std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("memory summary"), std::string::npos) << msg;
   EXPECT_NE(msg.find("OOMs: 1"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Reserved memory"), std::string::npos) << msg;
@@ -213,6 +217,37 @@ TEST(CachingAllocator, OomThatCannotBeSatisfiedThrowsWithTheSummary) {
   EXPECT_NE(msg.find("larger than the allocator's limit"), std::string::npos) << msg;
   EXPECT_EQ(h.alloc.stats().num_ooms, 2);
   h.alloc.check_invariants();
+}
+
+// Under a limit a new segment asks for no more than the limit leaves (but never less than
+// the request): a 1 MiB + 512 request, whose segment would be 20 MiB, fits under 3 MiB, and
+// small requests take what is left of a 2 MiB small segment.
+TEST(CachingAllocator, SegmentsNeverExceedWhatTheLimitLeaves) {
+  Harness h(3 * MiB);
+  void* big = h.alloc.allocate(MiB + 512);
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ(h.raw.in_use(), MiB + 512);  // just the block: no unsplittable remainder
+  EXPECT_EQ(h.alloc.allocation_size(big), MiB + 512);
+  void* small = h.alloc.allocate(100 * 1024);  // a 2 MiB small segment would not fit
+  ASSERT_NE(small, nullptr);
+  EXPECT_EQ(h.raw.in_use(), 3 * MiB);  // the small segment is all the limit left
+  void* more = h.alloc.allocate(200 * 1024);  // from the rest of that segment
+  EXPECT_NE(more, nullptr);
+  EXPECT_EQ(h.alloc.stats().num_segment_allocs, 2);
+  h.alloc.check_invariants();
+  h.alloc.free(small);
+  h.alloc.free(more);
+  h.alloc.free(big);
+  // Once everything is free and cached, a request the limit holds is met by releasing the
+  // cached segments and sizing the new one to what is then left.
+  void* whole = h.alloc.allocate(2 * MiB + 512 * 1024);
+  EXPECT_NE(whole, nullptr);
+  EXPECT_EQ(h.raw.in_use(), 2 * MiB + 512 * 1024);
+  h.alloc.check_invariants();
+  // Without a limit the sizes are the usual ones.
+  Harness free_h;
+  free_h.alloc.allocate(MiB + 512);
+  EXPECT_EQ(free_h.raw.in_use(), 20 * MiB);
 }
 
 TEST(CachingAllocator, FragmentationEightBy16ThenFourBy32MiB) {

@@ -126,7 +126,9 @@ TEST_F(PlanErrors, OtherVersions) {
   plantest::put32(v, 8, 7);
   expect_error(v, "plan format version 7, this runtime reads version 1 (a newer modelc wrote it");
   plantest::put32(v, 8, 0);
-  expect_error(v, "plan format version 0, this runtime reads version 1");
+  // Every other version gets a remedy, an older (or damaged) one too.
+  expect_error(v, "plan format version 0, this runtime reads version 1 (an older modelc wrote it, or the header is "
+                  "damaged; recompile the .model with this one)");
   Envelope e = envelope();
   e.version = 2;
   expect_error(plantest::make_plan(e), "plan format version 2, this runtime reads version 1");

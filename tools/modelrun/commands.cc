@@ -12,6 +12,7 @@
 #include "compiler/pipeline.h"
 #include "compiler/lowered/schedule.h"
 #include "runtime/base/bytes.h"
+#include "runtime/base/train_rules.h"
 #include "runtime/session/checkpoint.h"
 #include "runtime/device/cuda/device.h"
 #include "runtime/device/cuda/driver.h"
@@ -20,6 +21,7 @@
 #include "runtime/session/plan.h"
 #include "runtime/session/session.h"
 #include "tools/modelrun/progress.h"
+#include "tools/modelrun/run_header.h"
 #include "tools/modelrun/fusion_bench.h"
 #include "tools/modelrun/train_state.h"
 
@@ -125,6 +127,14 @@ Loaded compile(const CommonOptions& c, bool train) {
   l.features = eval->feeds[0].name;
   l.labels = eval->feeds[1].name;
   const rt::BufferDesc& f = p.buffers[eval->feeds[0].buffer];
+  // A -D that fixes the batch dim to another size than the batches the run feeds.
+  const int64_t fed = c.batch.value_or(p.train.batch) / std::max<int64_t>(1, p.train.accumulate);
+  if (!f.shape.empty() && f.shape[0].is_constant() && f.shape[0].eval({}) != fed)
+    for (const std::string& d : c.defines)
+      if (d.substr(d.find('=') + 1) == std::to_string(f.shape[0].eval({})))
+        throw UsageError(fmt::format("-D {}: this fixes the batch dim of input '{}' to {}, but the run feeds batches of "
+                                     "{}; set the batch with --batch {} instead", d, l.features, f.shape[0].eval({}),
+                                     fed, f.shape[0].eval({})));
   for (size_t k = 1; k < f.shape.size(); ++k) {
     if (!f.shape[k].is_constant())
       throw std::runtime_error(fmt::format("{}: input '{}' has a size other than the batch that is not known ({}); bind it with -D",
@@ -253,6 +263,26 @@ rt::SessionOptions session_options(const CommonOptions& c) {
   return so;
 }
 
+// The examples of one optimizer step, all micro-batches together: the train section's (or
+// --batch's) batch, which must split evenly (a plan's accumulate is fixed when it compiles).
+int64_t step_batch(const rt::TrainSettings& t, const rt::Function& step) {
+  if (auto e = rt::check_batch_split(t.batch, std::max<int64_t>(1, step.micro_batches)))
+    throw UsageError(fmt::format("--batch {}: {}", t.batch, *e));
+  return t.batch;
+}
+
+// The examples of one micro-batch, and of one evaluation call: the forward pass runs at the
+// size the memory plan assumed for it.
+int64_t micro_batch(const rt::TrainSettings& t) { return t.batch / std::max<int64_t>(1, t.accumulate); }
+
+// --memory-limit caps the CPU runtime's allocator; on CUDA the device's memory is the limit,
+// which the user is told rather than left to believe (docs/memory.md).
+void note_memory_limit(const rt::Session& s, const CommonOptions& c) {
+  if (s.on_cuda() && !c.memory_limit.empty() && !c.quiet)
+    fmt::print(stderr, "note: --memory-limit {} applies to the CPU runtime; on {} the device's memory is the limit\n",
+               c.memory_limit, s.device());
+}
+
 void apply_common(rt::TrainSettings& t, const CommonOptions& c) {
   if (c.batch) t.batch = *c.batch;
   if (c.seed) t.seed = *c.seed;
@@ -278,23 +308,6 @@ int guarded(const std::function<int()>& body) {
 }  // namespace
 
 namespace {
-
-// "1 tensor", "4 tensors": a count as a person writes it.
-std::string count_of(int64_t n, std::string_view word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
-
-// What a training run is about to do (stderr).
-void print_train_header(rt::Session& s, const Loaded& l, const rt::Dataset& data, const rt::TrainSettings& t,
-                        int64_t total, int64_t batch, int64_t per_epoch) {
-  const rt::Dataset* ds = &data;
-  int64_t params = 0;
-  for (const std::string& p : s.param_names()) params += s.param(p).numel();
-  fmt::print(stderr, "model {}: {} in {}; {} training and {} held-out examples ({})\n", l.program->model,
-             count_of(params, "parameter"), count_of(static_cast<int64_t>(s.param_names().size()), "tensor"),
-             ds->size(rt::Split::Train), ds->size(rt::Split::Heldout), ds->origin());
-  fmt::print(stderr, "training {} of {} ({} per epoch) on {}, {}, optimizer {}, lr {}\n", count_of(total, "step"),
-             count_of(batch, "example"), per_epoch, s.device(), count_of(s.threads(), "thread"), t.optimizer, t.schedule.lr);
-  if (!s.device_note().empty()) fmt::print(stderr, "not on CUDA: {}\n", s.device_note());
-}
 
 // The training loop's state: steps are pipelined (Session::submit_step): the next batch is
 // loaded and submitted while the step before it runs (on CUDA its upload overlaps that
@@ -328,7 +341,7 @@ struct TrainLoop {
   double loss_scale = 0;
 
   void eval() {
-    last_eval = evaluate(s, l, ds, t.batch);
+    last_eval = evaluate(s, l, ds, micro_batch(t));
     evaluated = true;
     bar.line(fmt::format("step {}: held-out loss {:.4f}{} ({} examples)", s.step(), last_eval.loss,
                          fmt_acc(last_eval.accuracy), last_eval.examples));
@@ -400,6 +413,17 @@ struct TrainLoop {
   }
 };
 
+// train's flags over the train section's settings.
+void apply_train_flags(rt::TrainSettings& t, const TrainOptions& o) {
+  if (o.epochs) t.epochs = *o.epochs, t.steps = 0;
+  if (o.steps) t.steps = *o.steps, t.epochs = 0;
+  if (o.lr) t.schedule.lr = *o.lr;
+  if (o.eval_every) t.eval_every = *o.eval_every;
+  if (o.accumulate && *o.accumulate != t.accumulate)
+    throw UsageError(fmt::format("--accumulate {}: must match the train section's accumulate ({}), which shapes the "
+                                 "compiled step", *o.accumulate, t.accumulate));
+}
+
 }  // namespace
 
 int run_train(const TrainOptions& o) {
@@ -408,18 +432,13 @@ int run_train(const TrainOptions& o) {
     Loaded l = compile(o.common, true);
     rt::TrainSettings& t = l.program->train;
     apply_common(t, o.common);
-    if (o.epochs) { t.epochs = *o.epochs; t.steps = 0; }
-    if (o.steps) { t.steps = *o.steps; t.epochs = 0; }
-    if (o.lr) t.schedule.lr = *o.lr;
-    if (o.eval_every) t.eval_every = *o.eval_every;
-    if (o.accumulate && *o.accumulate != t.accumulate)
-      throw std::runtime_error("--accumulate must match the train section's accumulate (it shapes the compiled step)");
+    apply_train_flags(t, o);
     auto ds = open_data(l);
     const rt::Function* step_fn = l.program->function("train_step");
     if (!step_fn) throw std::runtime_error(fmt::format("model '{}' has no train section", l.program->model));
 
-    // The loader draws the batch the step consumes whole (all micro-batches).
-    int64_t batch = t.batch * static_cast<int64_t>(step_fn->micro_batches);
+    // The loader draws a step's effective batch whole; it splits into micro-batches (docs/language.md).
+    const int64_t batch = step_batch(t, *step_fn);
     int64_t per_epoch = ds->size(rt::Split::Train) / batch;
     if (per_epoch == 0)
       throw std::runtime_error(fmt::format("{}: {} training examples are fewer than one batch of {}", ds->origin(),
@@ -431,6 +450,7 @@ int run_train(const TrainOptions& o) {
     so.seed = static_cast<uint64_t>(t.seed);
     so.total_steps = total;
     rt::Session s(l.program, so);
+    note_memory_limit(s, o.common);
 
     rt::DataPosition start;
     std::string ckpt_path = o.checkpoint_dir.empty() ? "" : (fs::path(o.checkpoint_dir) / "checkpoint.safetensors").string();
@@ -456,7 +476,7 @@ int run_train(const TrainOptions& o) {
       metrics = MetricsWriter(o.metrics, columns);
     }
 
-    if (!o.common.quiet) print_train_header(s, l, *ds, t, total, batch, per_epoch);
+    if (!o.common.quiet) print_train_header(s, l.program->model, *ds, t, total, batch, per_epoch);
     rt::TrainLoader loader(ds, batch, l.example_shape, static_cast<uint64_t>(t.seed), start);
     const int64_t first = s.step();
     Progress bar(total, first, isatty(2) != 0, o.common.quiet);
@@ -517,10 +537,11 @@ int run_eval(const EvalOptions& o) {
     auto ds = open_data(l);
     rt::SessionOptions so = session_options(o.common);
     rt::Session s(l.program, so);
+    note_memory_limit(s, o.common);
     rt::Checkpoint c = rt::load_checkpoint(o.checkpoint);
     rt::check_against(c, persistent_specs(s, false), /*allow_extra=*/true);
     for (const std::string& n : s.param_names()) s.set_param(n, *c.find(n));
-    EvalResult r = evaluate(s, l, ds, l.program->train.batch);
+    EvalResult r = evaluate(s, l, ds, micro_batch(l.program->train));
     if (!std::isfinite(r.loss)) throw std::runtime_error(non_finite_eval(s, o.checkpoint, r));
     fmt::print("{}: held-out loss {:.4f}{} on {} examples\n", l.program->model, r.loss, fmt_acc(r.accuracy), r.examples);
     return 0;
@@ -537,10 +558,11 @@ int run_bench(const BenchOptions& o) {
     const rt::Function* step_fn = l.program->function("train_step");
     if (!step_fn) throw std::runtime_error(fmt::format("model '{}' has no train section", l.program->model));
     auto ds = open_data(l);
-    int64_t batch = t.batch * static_cast<int64_t>(step_fn->micro_batches);
+    const int64_t batch = step_batch(t, *step_fn);
     rt::SessionOptions so = session_options(o.common);
     so.total_steps = o.warmup + o.steps;
     rt::Session s(l.program, so);
+    note_memory_limit(s, o.common);
     rt::TrainLoader loader(ds, batch, l.example_shape, static_cast<uint64_t>(t.seed));
     // Batches are made before the clock starts: the benchmark times the steps alone.
     std::vector<rt::Batch> batches;

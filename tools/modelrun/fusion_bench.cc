@@ -22,6 +22,7 @@
 
 #include "compiler/pipeline.h"
 #include "runtime/execution/memory_plan.h"
+#include "runtime/base/train_rules.h"
 #include "runtime/session/session.h"
 
 namespace modelrun {
@@ -48,8 +49,7 @@ std::optional<uint32_t> binding_symbol(const rt::SizeExpr& e) {
 
 bool bound(const rt::SizeExpr& e, std::span<const int64_t> vals) {
   for (const rt::SizeExpr::Term& t : e.terms)
-    for (uint32_t s : t.symbols)
-      if (s >= vals.size() || vals[s] == kUnbound) return false;
+    if (std::any_of(t.symbols.begin(), t.symbols.end(), [&](uint32_t s) { return s >= vals.size() || vals[s] == kUnbound; })) return false;
   return true;
 }
 
@@ -69,7 +69,6 @@ double bytes_of(const rt::Program& p, uint32_t b, std::span<const int64_t> vals)
   buffer_shape(p, b, vals);  // names an unbound symbol clearly
   return static_cast<double>(rt::buffer_bytes(p, b, vals));
 }
-
 
 // The input tensors the benchmark feeds: one per input name, with the caller's shape (the
 // whole batch of a step; the session splits it into micro-batches).
@@ -140,11 +139,12 @@ std::vector<InputSpec> input_specs(const rt::Program& p, const std::string& file
   const rt::Function& fn = *p.function("train_step");
   int64_t mb = std::max<int64_t>(fn.micro_batches, 1);
   std::vector<int64_t> vals(p.symbols.size(), kUnbound);
-  // Dim 0 of every input is the batch: a symbol there is bound to the step's batch.
+  // Dim 0 of every input is the batch: a symbol there is bound to the micro-batch, the
+  // step's batch over its micro-batches (docs/language.md).
   for (const rt::Feed& f : fn.feeds) {
     const rt::BufferDesc& d = p.buffers.at(f.buffer);
     if (f.name.starts_with("$") || d.shape.empty()) continue;
-    if (auto s = binding_symbol(d.shape[0]); s && vals[*s] == kUnbound) vals[*s] = p.train.batch;
+    if (auto s = binding_symbol(d.shape[0]); s && vals[*s] == kUnbound) vals[*s] = p.train.batch / mb;
   }
   std::vector<InputSpec> specs;
   std::map<std::string, std::vector<int64_t>> shapes;
@@ -288,8 +288,9 @@ std::shared_ptr<rt::Program> compile_variant(const BenchOptions& o, const std::s
     throw std::runtime_error(fmt::format("{}: model '{}' has no train section (--compare-fusion times its train step)", file,
                                          p->model));
   if (o.common.batch) {
-    if (*o.common.batch < 1) throw std::runtime_error("--batch must be at least 1");
     p->train.batch = *o.common.batch;
+    if (auto e = rt::check_batch_split(p->train.batch, p->function("train_step")->micro_batches))
+      throw std::runtime_error(fmt::format("--batch {}: {}", p->train.batch, *e));
   }
   if (o.common.seed) p->train.seed = *o.common.seed;
   return p;

@@ -92,11 +92,21 @@ CachingAllocator::Block* CachingAllocator::find_free(bool small, StreamId stream
 }
 
 CachingAllocator::Block* CachingAllocator::new_segment(bool small, StreamId stream, size_t rounded) {
-  size_t size = segment_size(rounded);
+  // Under a limit, a segment never asks for more than the limit leaves (a 20 MiB segment
+  // for a 1 MiB request would fail under --memory-limit 15MiB), nor less than the request.
+  auto fitted = [&] {
+    size_t size = segment_size(rounded);
+    // (A large block takes a remainder too small to split off, so it gets just its size.)
+    if (const size_t left = raw_.available(); size > left && rounded <= left)
+      size = is_small(rounded) ? std::max(rounded, left / kMinBlockSize * kMinBlockSize) : rounded;
+    return size;
+  };
+  size_t size = fitted();
   void* p = raw_.allocate(size);
   if (p == nullptr) {
     ++stats_.num_alloc_retries;
     release_cached();
+    size = fitted();
     p = raw_.allocate(size);
     if (p == nullptr) return nullptr;
   }
@@ -126,6 +136,11 @@ void* CachingAllocator::allocate(size_t bytes, StreamId stream) {
     ++stats_.num_ooms;
     std::string why = rounded == 0
         ? fmt::format("the request is larger than the allocator's limit of {} bytes", kMaxRequest)
+        : raw_.available() != SIZE_MAX  // a limit of the caller's, not the device's size
+        ? fmt::format("the memory limit of {} ({} bytes: SessionOptions::memory_limit, modelrun --memory-limit) "
+                      "leaves {} after the {} already reserved, and the request needs {} ({} bytes)",
+                      format_bytes(i64(raw_.capacity())), raw_.capacity(), format_bytes(i64(raw_.available())),
+                      format_bytes(i64(raw_.capacity() - raw_.available())), format_bytes(i64(rounded)), rounded)
         : fmt::format("raw allocator '{}' refused a new segment of {} ({} bytes) even after every cached "
                       "free segment was released",
                       raw_.name(), format_bytes(i64(segment_size(rounded))), segment_size(rounded));

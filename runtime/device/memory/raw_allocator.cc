@@ -38,6 +38,11 @@ size_t HostRawAllocator::in_use() const {
   return in_use_;
 }
 
+size_t HostRawAllocator::available() const {
+  std::lock_guard lock(mu_);
+  return limit_ == 0 ? SIZE_MAX : limit_ - in_use_;
+}
+
 size_t HostRawAllocator::live_regions() const {
   std::lock_guard lock(mu_);
   return live_.size();

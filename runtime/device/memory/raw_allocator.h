@@ -42,6 +42,8 @@ class RawAllocator {
   virtual std::string name() const = 0;
   // The most bytes that can be live at once; SIZE_MAX when there is no known limit.
   virtual size_t capacity() const { return SIZE_MAX; }
+  // The bytes that can still be allocated under that limit; SIZE_MAX when there is none.
+  virtual size_t available() const { return SIZE_MAX; }
 };
 
 // Host memory aligned to kAlignment bytes. `limit` (0: none) caps the bytes live at once,
@@ -59,6 +61,7 @@ class HostRawAllocator final : public RawAllocator {
   void free(void* p) override;
   std::string name() const override { return name_; }
   size_t capacity() const override { return limit_ == 0 ? SIZE_MAX : limit_; }
+  size_t available() const override;
 
   size_t in_use() const;
   size_t live_regions() const;
