@@ -54,7 +54,9 @@ void init_parameter(HostTensor& t, const Init& init, uint64_t seed, const std::s
       double v = 1.0;
       if (kind == Init::Kind::Uniform) {
         v = a + (b - a) * (static_cast<double>(w[0]) / 4294967296.0);
-        if (v >= b && b > a) v = std::nextafter(b, a);  // [low, high)
+        // [low, high) in f32: a double just below high can round up to it.
+        if (b > a && static_cast<float>(v) >= static_cast<float>(b))
+          v = std::nextafter(static_cast<float>(b), static_cast<float>(a));
       } else if (kind == Init::Kind::Normal) {
         // Box-Muller on two 32-bit uniforms, u1 in (0, 1] so the log is finite.
         double u1 = (static_cast<double>(w[0]) + 1.0) / 4294967296.0;
