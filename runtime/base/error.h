@@ -13,4 +13,13 @@ class RuntimeError : public std::runtime_error {
   explicit RuntimeError(const std::string& what) : std::runtime_error(what) {}
 };
 
+// The text of a JSON library error as a person reads it: nlohmann's
+// "[json.exception.parse_error.101] parse error at line 1, ..." without its bracketed id.
+inline std::string json_error_text(const std::exception& e) {
+  std::string s = e.what();
+  if (s.rfind("[json.exception.", 0) == 0)
+    if (size_t end = s.find("] "); end != std::string::npos) s.erase(0, end + 2);
+  return s;
+}
+
 }  // namespace modelc::rt

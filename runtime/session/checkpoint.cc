@@ -1,5 +1,6 @@
 // safetensors writing (atomic: temporary file, fsync, rename, directory fsync) and reading
 // (every field validated before a byte of tensor data is trusted).
+#include "runtime/base/error.h"
 #include "runtime/base/tensor.h"
 #include "runtime/session/checkpoint.h"
 #include "runtime/session/temp_files.h"
@@ -208,7 +209,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   try {
     header = json::parse(hp, hp + hlen);
   } catch (const json::exception& e) {
-    throw CheckpointError(fmt::format("{}: invalid JSON header: {}", path, e.what()));
+    throw CheckpointError(fmt::format("{}: invalid JSON header: {}", path, json_error_text(e)));
   }
   if (!header.is_object()) throw CheckpointError(path + ": the JSON header is not an object");
   const uint64_t data_start = 8 + hlen, data_size = bytes.size() - data_start;

@@ -6,12 +6,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numbers>
 
 #include "kernels/cpu/gemm.h"
+#include "runtime/base/bytes.h"
 #include "runtime/base/philox.h"
 
 namespace modelc::rt {
@@ -68,6 +70,46 @@ void init_parameter(HostTensor& t, const Init& init, uint64_t seed, const std::s
   });
 }
 
+namespace {
+
+// The bytes of all parameters and optimizer state of `p` (saturating), for messages.
+double persistent_bytes(const Program& p) {
+  double total = 0;
+  for (const BufferDesc& d : p.buffers) {
+    if (d.role != BufferRole::Param && d.role != BufferRole::State) continue;
+    double n = static_cast<double>(dtype_bytes(d.type));
+    for (const SizeExpr& e : d.shape) n *= e.is_constant() ? static_cast<double>(e.eval({})) : 0.0;
+    total += n;
+  }
+  return total;
+}
+
+// A parameter's or state's host tensor; too large a one is an error naming it, its shape
+// and size, and what the whole model needs (not std::bad_alloc).
+HostTensor allocate_persistent(const Program& p, const BufferDesc& d, const std::vector<int64_t>& shape,
+                               const char* what) {
+  double bytes = static_cast<double>(dtype_bytes(d.type));
+  std::string dims;
+  for (int64_t x : shape) bytes *= static_cast<double>(x), dims += fmt::format("{}{}", dims.empty() ? "" : ",", x);
+  auto refuse = [&] {
+    return RuntimeError(fmt::format("model '{}': cannot allocate {} ({:.0f} bytes) for {} '{}' {}[{}]: not enough "
+                                    "memory (the model's parameters and optimizer state need {} in all)",
+                                    p.model, format_bytes(static_cast<int64_t>(std::min(bytes, 9e18))), bytes, what,
+                                    d.name, dtype_name(d.type), dims,
+                                    format_bytes(static_cast<int64_t>(std::min(persistent_bytes(p), 9e18)))));
+  };
+  if (bytes > 9e18) throw refuse();
+  try {
+    return HostTensor(d.type, shape);
+  } catch (const std::bad_alloc&) {
+    throw refuse();
+  } catch (const std::length_error&) {
+    throw refuse();
+  }
+}
+
+}  // namespace
+
 Session::Session(std::shared_ptr<const Program> program, SessionOptions options)
     : program_(std::move(program)),
       options_(options),
@@ -91,7 +133,7 @@ Session::Session(std::shared_ptr<const Program> program, SessionOptions options)
         throw RuntimeError(fmt::format("model '{}': {} '{}' has shape {}, which is not constant", p.model, what, d.name,
                                        expr));
       }
-    persistent_[b] = HostTensor(d.type, shape);
+    persistent_[b] = allocate_persistent(p, d, shape, what);
     if (d.role == BufferRole::Param) init_parameter(persistent_[b], d.init, seed_, d.name, pool_);
   }
   choose_device();
@@ -116,7 +158,7 @@ Session::~Session() = default;
 double Session::current_lr() const { return program_->train.schedule.lr_at(step_, total_steps_); }
 
 void Session::set_step(int64_t step) {
-  if (step < 0) throw RuntimeError(fmt::format("Session::set_step: step must be >= 0, got {}", step));
+  if (step < 0) throw RuntimeError(fmt::format("the step to continue from must be 0 or more, got {}", step));
   step_ = step;
 }
 

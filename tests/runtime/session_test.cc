@@ -129,7 +129,7 @@ TEST(Session, ParamAndStateAccess) {
   short_bytes.bytes.resize(4);
   expect_error([&] { s.set_param("zeros", short_bytes); }, {"holds 4 bytes"});
   expect_error([&] { s.set_state("w.m", random_f32({1})); }, {"set_state 'w.m'"});
-  expect_error([&] { s.set_step(-1); }, {"step must be >= 0"});
+  expect_error([&] { s.set_step(-1); }, {"the step to continue from must be 0 or more, got -1"});
   s.set_step(10);
   EXPECT_EQ(s.step(), 10);
 }

@@ -455,7 +455,7 @@ TorchTimes load_torch_json(const std::string& path) {
       t.ms[{r.at("model").get<std::string>(), r.at("fn").get<std::string>()}] = {num("eager_ms"), num("compile_ms")};
     }
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(fmt::format("{}: not the JSON of tools/torch_fusion_bench.py --json ({})", path, e.what()));
+    throw std::runtime_error(fmt::format("{}: not the JSON of tools/torch_fusion_bench.py --json ({})", path, rt::json_error_text(e)));
   }
   return t;
 }
