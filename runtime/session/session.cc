@@ -89,13 +89,12 @@ double persistent_bytes(const Program& p) {
 HostTensor allocate_persistent(const Program& p, const BufferDesc& d, const std::vector<int64_t>& shape,
                                const char* what) {
   double bytes = static_cast<double>(dtype_bytes(d.type));
-  std::string dims;
-  for (int64_t x : shape) bytes *= static_cast<double>(x), dims += fmt::format("{}{}", dims.empty() ? "" : ",", x);
+  for (int64_t x : shape) bytes *= static_cast<double>(x);
   auto refuse = [&] {
-    return RuntimeError(fmt::format("model '{}': cannot allocate {} ({:.0f} bytes) for {} '{}' {}[{}]: not enough "
+    return RuntimeError(fmt::format("model '{}': cannot allocate {} ({:.0f} bytes) for {} '{}' {}{}: not enough "
                                     "memory (the model's parameters and optimizer state need {} in all)",
                                     p.model, format_bytes(static_cast<int64_t>(std::min(bytes, 9e18))), bytes, what,
-                                    d.name, dtype_name(d.type), dims,
+                                    d.name, dtype_name(d.type), shape_str(shape),
                                     format_bytes(static_cast<int64_t>(std::min(persistent_bytes(p), 9e18)))));
   };
   if (bytes > 9e18) throw refuse();
