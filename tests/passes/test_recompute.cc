@@ -351,15 +351,20 @@ TEST(Recompute, DropoutCloneReproducesTheMask) {
     for (const auto& [c, d] : r.original) dropouts += r.graph.node(c).op == OpKind::Dropout;
     EXPECT_EQ(dropouts, drop.size());
     Tensors feeds = random_feeds(m, step, 1);
-    InterpOptions o = random_options();
-    InterpResult want = interpret(step, feeds, o);
-    expect_same(interpret(r.graph, feeds, o), want);
-
     Graph keyless = r.graph;
     for (const auto& [c, d] : r.original) keyless.nodes[c].attrs.erase("key");
-    InterpResult bad = interpret(keyless, feeds, o);
-    EXPECT_EQ(bad.outputs.at("loss").data, want.outputs.at("loss").data);
-    EXPECT_NE(bad.outputs.at("grad_norm").data, want.outputs.at("grad_norm").data) << "the mask does not matter";
+    // The models are tiny (a few elements per mask), so one step's two masks can agree by
+    // chance; over eight steps they cannot all agree unless the key is ignored.
+    InterpOptions o = random_options();
+    int differ = 0;
+    for (int s = 0; s < 8; ++s, ++o.step) {
+      InterpResult want = interpret(step, feeds, o);
+      expect_same(interpret(r.graph, feeds, o), want);
+      InterpResult bad = interpret(keyless, feeds, o);
+      EXPECT_EQ(bad.outputs.at("loss").data, want.outputs.at("loss").data);
+      differ += bad.outputs.at("grad_norm").data != want.outputs.at("grad_norm").data;
+    }
+    EXPECT_GT(differ, 0) << "the mask does not matter in 8 steps";
   }
 }
 
