@@ -156,6 +156,20 @@ using ExampleFn = std::function<std::vector<OpExample>(ExampleRng&)>;
 //             which one backend multiplies and another skips (the reference skips it).
 enum class NonFinite : uint8_t { Exact, Superset };
 
+// An integer operand whose values index something: each must lie in [0, limit), the limit
+// being dim `dim` (negative: from the end) of tensor operand `of`, or the int attribute
+// `attr` when `of` is -1. The reference refuses a value outside (a UserError), and the
+// compiler records the limit on every model input whose values reach the operand
+// unchanged (through ops that only move values, OpInfo::moves_values), so the runtime
+// checks data against it when it is loaded (compiler/lowered/index_bounds.h).
+struct IndexOperand {
+  int operand = 0;
+  int of = -1;
+  int dim = 0;
+  std::string attr;
+  std::string what;  // what the limit counts: "rows of the table", "classes"
+};
+
 struct OpInfo {
   OpKind kind{};
   std::string name;
@@ -179,6 +193,10 @@ struct OpInfo {
   ExampleFn examples;               // the calls the conformance test makes
   NonFinite nonfinite = NonFinite::Exact;
   bool callable = true;             // false for input/param/constant (not callable by name)
+  std::vector<IndexOperand> index_operands;  // operands holding indices (embedding's ids)
+  // Every output element is a copy of an input element (reshape, transpose, slice, concat):
+  // an index passed through such an op is still an index.
+  bool moves_values = false;
 };
 
 class OpRegistry {
@@ -211,6 +229,8 @@ class OpRegistry {
     Builder& examples(ExampleFn f) { info_.examples = std::move(f); return *this; }
     Builder& nonfinite(NonFinite n) { info_.nonfinite = n; return *this; }
     Builder& internal() { info_.callable = false; return *this; }
+    Builder& index_operand(IndexOperand o) { info_.index_operands.push_back(std::move(o)); return *this; }
+    Builder& moves_values() { info_.moves_values = true; return *this; }
 
    private:
     OpInfo& info_;

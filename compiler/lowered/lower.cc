@@ -5,6 +5,7 @@
 #include <map>
 
 #include "compiler/ir/op_registry.h"
+#include "compiler/lowered/index_bounds.h"
 #include "compiler/lowered/reduce_plan.h"
 #include "compiler/passes/library_epilogue.h"
 
@@ -71,12 +72,17 @@ class Lowering {
   // Inputs (the function's feeds), params and states.
   void lower_sources() {
     const Graph& g = *g_;
+    const std::map<NodeId, IndexBound> bounds = input_index_bounds(g, describe_);
     for (NodeId id = 0; id < g.nodes.size(); ++id) {
       const Node& n = g.nodes[id];
       if (n.op == OpKind::Param || n.op == OpKind::State) {
         buf_[{id, 0}] = persistent(n);
       } else if (n.op == OpKind::Input) {
         uint32_t b = add_buffer(n.name, n.outputs[0], rt::BufferRole::Input, Value{id, 0});
+        if (auto it = bounds.find(id); it != bounds.end() && n.outputs[0].dtype == DType::I32) {
+          p_.buffers[b].index_limit = it->second.limit;
+          p_.buffers[b].index_note = it->second.note;
+        }
         uint32_t micro = n.attrs.has("micro") ? static_cast<uint32_t>(n.attrs.i("micro")) : 0;
         f_->micro_batches = std::max(f_->micro_batches, micro + 1);
         f_->feeds.push_back({n.name, micro, b});

@@ -62,6 +62,11 @@ struct BufferDesc {
   std::vector<SizeExpr> shape;
   BufferRole role = BufferRole::Temp;
   Init init;  // params only
+  // Integer inputs whose values index something (embedding ids, class labels): each value
+  // must lie in [0, index_limit), and index_note says what the limit is and where it is
+  // declared ("the classes of cross_entropy at m.model:14:10 ..."). 0: no limit known.
+  int64_t index_limit = 0;
+  std::string index_note;
 };
 
 // The ABI of every host kernel: process work items [begin, end) of the kernel's extent.

@@ -18,6 +18,7 @@ namespace {
 
 // The streams extension begins with "STRM" (little-endian u32).
 constexpr uint32_t kStreamsTag = 0x4d525453;
+constexpr uint32_t kIndexTag = 0x58444e49;  // "INDX": the index limits of integer inputs
 
 class Writer {
  public:
@@ -307,6 +308,16 @@ std::string encode_program(const Program& p, const PlanTarget& target) {
       }
     }
   }
+  // The index extension, only when some input has an index limit (after the streams one,
+  // so either may be absent).
+  size_t bounded = 0;
+  for (const BufferDesc& b : p.buffers) bounded += b.index_limit != 0;
+  if (bounded > 0) {
+    w.u32(kIndexTag);
+    w.count(bounded);
+    for (size_t i = 0; i < p.buffers.size(); ++i)
+      if (p.buffers[i].index_limit != 0) w.u32(static_cast<uint32_t>(i)), w.i64(p.buffers[i].index_limit), w.str(p.buffers[i].index_note);
+  }
   return std::move(w.out);
 }
 
@@ -378,6 +389,16 @@ void decode_program(std::string_view bytes, Program& p, PlanTarget& target) {
       }
     }
   }
+  if (r.next_is(kIndexTag)) {
+    r.u32("the index extension");
+    for (uint32_t n = r.count(16, "the index limits"); n > 0; --n) {
+      const uint32_t b = r.u32("an index limit's buffer");
+      if (b >= p.buffers.size()) r.fail(fmt::format("an index limit names buffer {}, but the program has {}", b, p.buffers.size()));
+      if (p.buffers[b].index_limit != 0) r.fail(fmt::format("buffer {} has two index limits", b));
+      p.buffers[b].index_limit = r.i64("an index limit");
+      p.buffers[b].index_note = r.str("an index limit's note");
+    }
+  }
   if (!r.done()) r.fail(fmt::format("{} unexpected bytes after the program", r.remaining()));
 }
 
@@ -407,6 +428,8 @@ void check_program(const Program& p) {
     if (static_cast<uint8_t>(b.init.kind) > static_cast<uint8_t>(Init::Kind::Uniform))
       fail(what + " has an invalid initializer");
     for (size_t k = 0; k < b.shape.size(); ++k) check_size(b.shape[k], fmt::format("{}: dim {}", what, k));
+    if (b.index_limit != 0 && (b.index_limit < 0 || b.role != BufferRole::Input || b.type != ElemType::I32))
+      fail(fmt::format("{} has index limit {}, but only an i32 input may have one, and it must be positive", what, b.index_limit));
   }
   names.clear();
   for (size_t i = 0; i < nker; ++i) {

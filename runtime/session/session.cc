@@ -161,6 +161,29 @@ void Session::set_step(int64_t step) {
   step_ = step;
 }
 
+namespace {
+
+// An index input (rt::BufferDesc::index_limit) holding a value outside [0, limit) is the
+// caller's error, named with its position; a kernel would read out of bounds or return NaN.
+// A tensor of another type or size is left to the backend's own checks.
+void check_indices(const std::string& fn, const BufferDesc& d, const HostTensor& t) {
+  if (d.index_limit <= 0 || t.type != ElemType::I32 || t.bytes.size() < static_cast<size_t>(t.numel()) * 4) return;
+  const int32_t* v = t.i32();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (v[i] >= 0 && v[i] < d.index_limit) continue;
+    std::vector<int64_t> at(t.shape.size());
+    for (size_t k = t.shape.size(), rest = static_cast<size_t>(i); k-- > 0;) {
+      const auto n = static_cast<size_t>(std::max<int64_t>(t.shape[k], 1));
+      at[k] = static_cast<int64_t>(rest % n);
+      rest /= n;
+    }
+    throw RuntimeError(fmt::format("function '{}': input '{}' holds {} at {}, outside [0, {}): {}", fn, d.name, v[i],
+                                   shape_str(at), d.index_limit, d.index_note));
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<BackendRun> Session::start(const std::string& name, const std::map<std::string, HostTensor>& batch) {
   const Program& p = *program_;
   const Function* fnp = p.function(name);
@@ -197,6 +220,7 @@ std::unique_ptr<BackendRun> Session::start(const std::string& name, const std::m
     auto it = batch.find(f.name);
     if (it == batch.end()) throw RuntimeError(fmt::format("function '{}': missing input '{}'", name, f.name));
     const HostTensor& t = it->second;
+    check_indices(name, p.buffers[f.buffer], t);
     if (mb == 1) {
       feeds.push_back(&t);
       continue;

@@ -6,7 +6,10 @@
 //   (c) every library op's CUDA twin, run on the host (the hand kernels' own launches and
 //       bodies), against its CPU kernel, byte for byte;
 //   (d) the PTX of every op code generation emits assembles for sm_80 and sm_90;
-//   (e) NaN and infinities propagate as the reference says, fused and unfused.
+//   (e) NaN and infinities propagate as the reference says, fused and unfused;
+//   (f) index operands: the limit the record declares is the one the reference enforces,
+//       the lowering records it on the input, and a kernel never answers a bad index with
+//       a finite number; value movers only move values.
 // Adding an op to a table adds it to every check; no list of ops is kept here. The seed is
 // printed (MODELC_TEST_SEED replays a run).
 #include <fmt/format.h>
@@ -215,6 +218,86 @@ TEST(Conformance, NaNAndInfinitiesPropagateAsTheReferenceSays) {
     }
     if (any) expect_cpu_matches_reference(c, inputs, " with NaN/inf inputs", c.op->nonfinite);
   }
+}
+
+// (f) The limit of an index operand, from the call's inputs as the record says.
+int64_t index_limit(const Case& c, const IndexOperand& io) {
+  if (io.of < 0) return c.ex.attrs.i(io.attr);
+  const RefTensor& of = *c.ex.inputs.at(static_cast<size_t>(io.of));
+  const auto rank = static_cast<int64_t>(of.shape.size());
+  return of.shape.at(static_cast<size_t>(io.dim < 0 ? rank + io.dim : io.dim));
+}
+
+// True when a run of the compiled kernels refused the inputs or made every float output NaN.
+bool kernels_refuse(const Graph& g, const std::map<std::string, RefTensor>& feeds) {
+  try {
+    for (const auto& [name, t] : run_cpu(g, feeds, false))
+      if (is_float(t.dtype))
+        for (double v : t.data)
+          if (!std::isnan(v)) return false;
+  } catch (const std::exception&) {
+  }
+  return true;
+}
+
+TEST(Conformance, IndexOperandsAreTheLimitsTheReferenceEnforces) {
+  int checked = 0;
+  for (const Case& c : all_cases()) {
+    for (const IndexOperand& io : c.op->index_operands) {
+      SCOPED_TRACE(c.name());
+      auto inputs = rounded_inputs(c);
+      RefTensor& ids = *inputs.at(static_cast<size_t>(io.operand));
+      ASSERT_EQ(ids.dtype, DType::I32);
+      if (ids.numel() == 0) continue;
+      const int64_t limit = index_limit(c, io);
+      Graph g = graph_of(c, inputs, false);
+      std::shared_ptr<rt::Program> p = lower_program(g, &g, nullptr, LowerOptions{});
+      const std::string name = "in" + std::to_string(io.operand);
+      for (const rt::BufferDesc& d : p->buffers) {
+        if (d.name == name && d.role == rt::BufferRole::Input) {
+          EXPECT_EQ(d.index_limit, limit) << d.index_note;
+        }
+      }
+      const auto at = static_cast<size_t>(rnd(0, ids.numel() - 1));
+      for (int64_t v : {limit - 1, int64_t{0}, limit, int64_t{-1}}) {
+        ids.data[at] = static_cast<double>(v);
+        const bool ok = v >= 0 && v < limit;
+        bool refused = false;
+        try {
+          interpret(g, feeds_of(inputs), reference_options());
+        } catch (const UserError&) {
+          refused = true;
+        }
+        EXPECT_EQ(refused, !ok) << "index " << v << " of " << limit << " (" << io.what << ")";
+        if (!ok) {
+          EXPECT_TRUE(kernels_refuse(g, feeds_of(inputs))) << "a finite answer for index " << v << " of " << limit;
+        }
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// Every output value of a value mover is one of its inputs' values (on distinct inputs,
+// so a computed value cannot pass by chance).
+TEST(Conformance, ValueMoversOnlyMoveValues) {
+  int checked = 0;
+  for (const Case& c : all_cases()) {
+    if (!c.op->moves_values) continue;
+    SCOPED_TRACE(c.name());
+    auto inputs = rounded_inputs(c);
+    std::set<double> have;
+    double next = 1;
+    for (auto& t : inputs)
+      if (t)
+        for (double& v : t->data) have.insert(v = next++);
+    Graph g = graph_of(c, inputs, false);
+    for (const auto& [name, t] : interpret(g, feeds_of(inputs), reference_options()).outputs)
+      for (double v : t.data) EXPECT_TRUE(have.count(v)) << name << " holds " << v << ", which no input holds";
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
 }
 
 }  // namespace

@@ -320,6 +320,11 @@ TEST_F(PlanErrors, InconsistentPrograms) {
       {"invalid element type", [](rt::Program& p) { p.buffers[0].type = static_cast<rt::ElemType>(9); }, true},
       {"invalid role", [](rt::Program& p) { p.buffers[0].role = static_cast<rt::BufferRole>(5); }, true},
       {"invalid initializer", [](rt::Program& p) { p.buffers[0].init.kind = static_cast<rt::Init::Kind>(4); }, true},
+      {"has index limit 5, but only an i32 input may have one", [](rt::Program& p) { p.buffers[0].index_limit = 5; }},
+      {"has index limit -3, but only an i32 input may have one, and it must be positive", [](rt::Program& p) {
+         for (rt::BufferDesc& b : p.buffers)
+           if (b.index_limit > 0) b.index_limit = -3;
+       }},
       {"dim 0 names symbol 99, but the program has", [](rt::Program& p) { p.buffers[0].shape[0] = rt::SizeExpr::symbol(99); }},
       {"has no valid name", [](rt::Program& p) { p.codelets[0].name.clear(); }},
       {"kernel 0 ('k\\x00x') has no valid name", [](rt::Program& p) { p.codelets[0].name = std::string("k\0x", 3); }},

@@ -77,6 +77,8 @@ void expect_same_program(const rt::Program& a, const rt::Program& b) {
     EXPECT_EQ(x.role, y.role) << x.name;
     EXPECT_EQ(x.init.kind, y.init.kind) << x.name;
     EXPECT_EQ(bits(x.init.a), bits(y.init.a)) << x.name;
+    EXPECT_EQ(x.index_limit, y.index_limit) << x.name;
+    EXPECT_EQ(x.index_note, y.index_note) << x.name;
     EXPECT_EQ(bits(x.init.b), bits(y.init.b)) << x.name;
     expect_same_sizes(x.shape, y.shape, x.name);
   }
@@ -222,6 +224,15 @@ TEST(PlanFields, EveryFieldSurvives) {
   p.buffers[0].init = {rt::Init::Kind::Uniform, -0.0, -std::numeric_limits<double>::infinity()};
   p.buffers[1].init = {rt::Init::Kind::Normal, std::numeric_limits<double>::quiet_NaN(), 1e-310};
   p.buffers[1].type = rt::ElemType::BF16;
+  p.buffers[1].index_limit = 0;  // a bf16 input indexes nothing
+  p.buffers[1].index_note.clear();
+  rt::BufferDesc ids;
+  ids.name = "ids";
+  ids.type = rt::ElemType::I32;
+  ids.role = rt::BufferRole::Input;
+  ids.index_limit = std::numeric_limits<int64_t>::max();
+  ids.index_note = std::string("a note\0with a NUL", 17);
+  p.buffers.push_back(ids);
   rt::SizeExpr e;
   e.terms.push_back({-7, {z, 0, z}});
   e.terms.push_back({std::numeric_limits<int64_t>::min(), {}});

@@ -4,6 +4,8 @@
 // SGD program trained by hand-written host kernels.
 #include "runtime/session/session.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <numbers>
 
@@ -222,6 +224,39 @@ TEST(Session, FeedErrors) {
   e.p.model = "empty";
   Session empty(std::make_shared<const Program>(e.p), {.threads = 1});
   expect_error([&] { empty.train_step({}); }, {"model 'empty' has no function 'train_step'"});
+}
+
+// An index input (BufferDesc::index_limit) is checked on every call, in each micro-batch,
+// with the value's position in the caller's tensor; values in range pass untouched.
+TEST(Session, IndexInputsOutOfRangeAreRefused) {
+  ProgramBuilder b;
+  b.p.model = "ix";
+  std::vector<uint32_t> ids;
+  for (uint32_t m = 0; m < 2; ++m) {
+    ids.push_back(b.buffer("ids", BufferRole::Input, {b.dim("B"), b.dim(3)}, ElemType::I32));
+    b.p.buffers.back().index_limit = 7;
+    b.p.buffers.back().index_note = "the rows of the table of embedding at m.model:3:4";
+  }
+  uint32_t out = b.buffer("out", BufferRole::Output, {b.dim("B"), b.dim(3)}, ElemType::I32);
+  Function& e = b.function("eval");
+  e.micro_batches = 2;
+  e.feeds = {{"ids", 0, ids[0]}, {"ids", 1, ids[1]}};
+  e.instrs = {ProgramBuilder::library("copy", {ids[1]}, {out})};
+  e.outputs = {{"out", out}};
+  Session s(std::make_shared<const Program>(std::move(b.p)), {.threads = 1});
+  const int64_t B = 2 * rnd(1, 4);
+  HostTensor x(ElemType::I32, {B, 3});
+  for (int64_t i = 0; i < x.numel(); ++i) x.i32()[i] = static_cast<int32_t>(rnd(0, 6));
+  EXPECT_EQ(s.eval({{"ids", x}}).at("out").bytes,
+            std::vector<uint8_t>(x.bytes.begin() + static_cast<int64_t>(x.bytes.size() / 2), x.bytes.end()));
+  for (int32_t bad : {7, -1, 1 << 30}) {
+    const int64_t at = rnd(0, x.numel() - 1);
+    HostTensor y = x;
+    y.i32()[at] = bad;
+    expect_error([&] { s.eval({{"ids", y}}); },
+                 {fmt::format("function 'eval': input 'ids' holds {} at [{},{}], outside [0, 7): the rows of the table "
+                              "of embedding at m.model:3:4", bad, at / 3, at % 3)});
+  }
 }
 
 // y = x @ w with w f32[4,1]; one SGD step on the mean squared error, by host kernels.

@@ -187,6 +187,10 @@ std::shared_ptr<const rt::Dataset> open_data(const Loaded& l) {
   if (!t.data) throw std::runtime_error(fmt::format("model '{}' has no data source (train {{ data = ... }})", l.program->model));
   auto ds = rt::Dataset::open(*t.data, l.base_dir, static_cast<uint64_t>(t.seed), t.validation);
   ds->check_input(l.features, l.program->buffers[l.program->function("eval")->feeds[0].buffer].type, l.example_shape);
+  // Labels and ids the model indexes with: checked once here, so that the error names the
+  // file and the example (the session checks every batch again, by position).
+  ds->check_indices(*l.program, l.features, false);
+  ds->check_indices(*l.program, l.labels, true);
   return ds;
 }
 

@@ -17,7 +17,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <set>
 #include <stdexcept>
 
 #include "compiler/pipeline.h"
@@ -99,39 +98,14 @@ std::vector<int64_t> bind_symbols(const rt::Program& p, const rt::Function& fn,
   return vals;
 }
 
-// The exclusive bound of the values an i32 input may take, read off the instructions that
-// use it (following it through instructions that produce i32 from it): an embedding's
-// table rows (embedding_grad: its output rows); for any other instruction, the last
-// dimension of each float operand (the logits of cross_entropy, the classes of one_hot).
-// The smallest over all uses; kNoIndexBound when nothing bounds it.
-int64_t index_bound(const rt::Program& p, const std::string& input,
-                    const std::map<std::string, std::vector<int64_t>>& shapes, uint64_t seed) {
+// The exclusive bound of the values an i32 input may take: the tightest index limit the
+// compiler recorded on the buffers it feeds (rt::BufferDesc::index_limit: an embedding's
+// rows, cross_entropy's classes); kNoIndexBound when it indexes nothing.
+int64_t index_bound(const rt::Program& p, const std::string& input) {
   int64_t best = std::numeric_limits<int64_t>::max();
-  for (const rt::Function& fn : p.functions) {
-    std::vector<int64_t> vals = bind_symbols(p, fn, shapes, seed);
-    std::set<uint32_t> tracked;
+  for (const rt::Function& fn : p.functions)
     for (const rt::Feed& f : fn.feeds)
-      if (f.name == input) tracked.insert(f.buffer);
-    for (const rt::Instr& in : fn.instrs) {
-      bool reads = std::any_of(in.inputs.begin(), in.inputs.end(), [&](uint32_t b) { return tracked.count(b) > 0; });
-      if (!reads) continue;
-      auto consider = [&](uint32_t b, int axis) {
-        if (b == rt::kNoBuffer || tracked.count(b) || !is_float(p.buffers.at(b).type)) return;
-        std::vector<int64_t> s = buffer_shape(p, b, vals);
-        if (!s.empty()) best = std::min(best, s[axis < 0 ? s.size() - 1 : 0]);
-      };
-      if (in.kind == rt::Instr::Kind::Library && in.op == "embedding" && in.inputs.size() > 1) {
-        consider(in.inputs[1], 0);
-      } else if (in.kind == rt::Instr::Kind::Library && in.op == "embedding_grad" && !in.outputs.empty()) {
-        consider(in.outputs[0], 0);
-      } else {
-        for (uint32_t b : in.inputs) consider(b, -1);
-        for (uint32_t b : in.outputs) consider(b, -1);
-      }
-      for (uint32_t b : in.outputs)
-        if (p.buffers.at(b).type == rt::ElemType::I32) tracked.insert(b);
-    }
-  }
+      if (const int64_t l = p.buffers.at(f.buffer).index_limit; f.name == input && l > 0) best = std::min(best, l);
   return best == std::numeric_limits<int64_t>::max() ? kNoIndexBound : best;
 }
 
@@ -166,7 +140,7 @@ std::vector<InputSpec> input_specs(const rt::Program& p, const std::string& file
     specs.push_back(std::move(s));
   }
   for (InputSpec& s : specs)
-    if (s.type == rt::ElemType::I32) s.index_bound = index_bound(p, s.name, shapes, static_cast<uint64_t>(p.train.seed));
+    if (s.type == rt::ElemType::I32) s.index_bound = index_bound(p, s.name);
   return specs;
 }
 

@@ -390,7 +390,7 @@ void register_grad_ops(OpRegistry& r) {
                "range: a row of zeros)");
   r.def(OpKind::EmbeddingGrad).internal().no_grad("a gradient op (gradients are first-order)").signature("ids: tensor, grad: tensor, rows: int")
       .fusion(FusionKind::Opaque).library().infer(infer_embedding_grad).reference(ref_embedding_grad)
-      .examples(embedding_grad_examples)
+      .examples(embedding_grad_examples).index_operand({0, -1, 0, "rows", "rows of the table"})
       .summary("f32 [rows, W]: the rows of grad [..., W] added up at their ids (embedding's gradient)");
   r.def(OpKind::Conv2dGradInput).internal().no_grad("a gradient op (gradients are first-order)")
       .signature(std::string("grad: tensor, w: tensor, input_shape: shape, ") + kConvAttrs)

@@ -345,10 +345,12 @@ void register_nn_ops(OpRegistry& r) {
       .summary("normalises the last axis to mean 0 and variance 1 (biased), then * weight + bias");
   r.def(OpKind::Embedding).signature("ids: tensor, table: tensor").fusion(FusionKind::Opaque).library()
       .infer(infer_embedding).reference(ref_embedding).grad(grads::embedding).examples(embedding_examples)
+      .index_operand({0, 1, 0, "", "rows of the table"})
       .summary("the rows of table [V,C] picked by i32 ids: [...] -> [...,C]");
   r.def(OpKind::CrossEntropy).signature("logits: tensor, targets: tensor").fusion(FusionKind::Reduction)
       .infer(infer_cross_entropy).reference(ref_cross_entropy).autocast(AutocastPolicy::F32)
       .grad(grads::cross_entropy).examples(cross_entropy_examples)
+      .index_operand({1, 0, -1, "", "classes (the last dim of the logits)"})
       .summary("the mean over positions of -log_softmax(logits)[target] as an f32 scalar; targets are i32 "
                "with the shape of logits less its last axis");
   r.def(OpKind::Dropout).signature("x: tensor, p: float = 0.1").fusion(FusionKind::Elementwise)

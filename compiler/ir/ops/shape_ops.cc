@@ -491,27 +491,27 @@ void register_shape_ops(OpRegistry& r) {
       .examples(matmul_examples)
       .summary("the matrix product with numpy semantics: batch dims broadcast, 1-D operands promoted; written @");
   r.def(OpKind::Transpose).signature("x: tensor, dim0: int = -2, dim1: int = -1").fusion(FusionKind::Injective)
-      .library().infer(infer_transpose).reference(ref_transpose).grad(grads::transpose).examples(transpose_examples)
+      .library().moves_values().infer(infer_transpose).reference(ref_transpose).grad(grads::transpose).examples(transpose_examples)
       .summary("swaps two axes (by default the last two)");
-  r.def(OpKind::Permute).signature("x: tensor, dims: ints").fusion(FusionKind::Injective).library()
+  r.def(OpKind::Permute).signature("x: tensor, dims: ints").fusion(FusionKind::Injective).library().moves_values()
       .infer(infer_permute)
       .reference([](RefCtx& c) { ref_permute(c.input(0), c.attrs().ints("dims"), c.out[0]); })
       .grad(grads::permute).examples(permute_examples)
       .summary("reorders the axes: output axis k is input axis dims[k]");
   r.def(OpKind::Reshape).signature("x: tensor, shape: shape").fusion(FusionKind::Injective).library()
-      .infer(infer_reshape).reference(ref_reshape).grad(grads::reshape).examples(reshape_examples)
+      .moves_values().infer(infer_reshape).reference(ref_reshape).grad(grads::reshape).examples(reshape_examples)
       .summary("the same elements in row-major order under a new shape (one entry may be -1)");
   r.def(OpKind::BroadcastTo).signature("x: tensor, shape: shape").fusion(FusionKind::Broadcast)
-      .infer(infer_broadcast_to).reference(ref_broadcast_to).grad(grads::broadcast_to).examples(broadcast_to_examples)
+      .moves_values().infer(infer_broadcast_to).reference(ref_broadcast_to).grad(grads::broadcast_to).examples(broadcast_to_examples)
       .summary("repeats size-1 and missing leading axes to reach a shape (numpy rules)");
   r.def(OpKind::Slice).signature("x: tensor, axis: int, start: int, end: int").fusion(FusionKind::Injective)
-      .library().infer(infer_slice).reference(ref_slice).grad(grads::slice).examples(slice_examples)
+      .library().moves_values().infer(infer_slice).reference(ref_slice).grad(grads::slice).examples(slice_examples)
       .summary("the elements start..end-1 along one axis (negative bounds count from the end)");
   r.def(OpKind::Concat).signature("xs: tensors, axis: int = 0").fusion(FusionKind::Injective).library()
-      .infer(infer_concat).reference(ref_concat).grad(grads::concat).examples(concat_examples)
+      .moves_values().infer(infer_concat).reference(ref_concat).grad(grads::concat).examples(concat_examples)
       .summary("joins [a, b, ...] along an axis; the other axes must agree");
   r.def(OpKind::Split).signature("x: tensor, sections: int, axis: int = -1").fusion(FusionKind::Injective)
-      .library().infer(infer_split).reference(ref_split).grad(grads::split).examples(split_examples)
+      .library().moves_values().infer(infer_split).reference(ref_split).grad(grads::split).examples(split_examples)
       .summary("cuts a tensor into equal sections along an axis, one output each: q, k, v = split(x, 3)");
 }
 

@@ -173,6 +173,56 @@ void Dataset::check_input(const std::string& input, ElemType type, const std::ve
                                 shape_str(feature_shape()), feature_numel()));
 }
 
+namespace {
+
+// The first value of `ex` outside [0, limit) that `input` would take, described with its
+// place in the file; "" when there is none.
+std::string first_bad_index(const Examples& ex, bool labels, int64_t limit) {
+  auto bad = [&](int32_t v) { return v < 0 || v >= limit; };
+  if (ex.context == 0) {
+    if (!labels) return "";  // dense features are f32, never indices
+    for (int64_t i = 0; i < ex.count; ++i) {
+      const int32_t v = ex.labels[static_cast<size_t>(i)];
+      if (!bad(v)) continue;
+      if (!ex.lines.empty()) return fmt::format("{}:{}: the label is {}", ex.labels_origin, ex.lines[static_cast<size_t>(i)], v);
+      return fmt::format("{}: label {} (0-based) is {}", ex.labels_origin, i, v);
+    }
+    return "";
+  }
+  // Windows: inputs are tokens [0, count*T), targets tokens [1, count*T].
+  const int64_t first = labels ? 1 : 0, last = ex.count * ex.context + first;
+  for (int64_t k = first; k < last; ++k) {
+    const int32_t v = ex.tokens[static_cast<size_t>(k)];
+    if (!bad(v)) continue;
+    if (ex.text)
+      return fmt::format("{}: the corpus has {} distinct bytes, so its token ids run to {}; byte {} (0-based) is id {}",
+                         ex.origin, *std::max_element(ex.tokens.begin(), ex.tokens.end()) + 1,
+                         *std::max_element(ex.tokens.begin(), ex.tokens.end()), k, v);
+    return fmt::format("{}: token {} (byte offset {}) is {}", ex.origin, k, 2 * k, v);
+  }
+  return "";
+}
+
+}  // namespace
+
+void Dataset::check_indices(const Program& p, const std::string& input, bool labels) const {
+  const BufferDesc* tight = nullptr;
+  for (const Function& f : p.functions)
+    for (const Feed& fd : f.feeds)
+      if (const BufferDesc& d = p.buffers.at(fd.buffer);
+          fd.name == input && d.index_limit > 0 && (!tight || d.index_limit < tight->index_limit))
+        tight = &d;
+  if (!tight) return;
+  const int64_t limit = tight->index_limit;
+  const std::string& note = tight->index_note;
+  for (const Examples* ex : {train_.get(), heldout_ != train_ ? heldout_.get() : nullptr}) {
+    if (!ex) continue;  // one source, split: checked once
+    std::string bad = first_bad_index(*ex, labels, limit);
+    if (!bad.empty())
+      throw DataError(fmt::format("{}, but input '{}' takes values in [0, {}): {}", bad, input, limit, note));
+  }
+}
+
 void Dataset::gather(Split split, std::span<const int64_t> pos, const std::vector<int64_t>& example_shape,
                      HostTensor& features, HostTensor& labels) const {
   check_input("features", feature_type(), example_shape);

@@ -127,6 +127,7 @@ Examples load_idx(const std::string& images_path, const std::string& labels_path
     throw DataError(fmt::format("{}: {} labels, but {} has {} images", labels_path, lab.dims[0], images_path, img.dims[0]));
   Examples ex;
   ex.origin = images_path;
+  ex.labels_origin = labels_path;
   ex.feature_type = ElemType::F32;
   ex.feature_shape = {img.dims[1], img.dims[2]};
   ex.count = img.dims[0];
@@ -146,6 +147,7 @@ Examples load_csv(const std::string& path, int64_t label_column, bool header) {
   const char* end = p + bytes.size();
   Examples ex;
   ex.origin = path;
+  ex.labels_origin = path;
   ex.feature_type = ElemType::F32;
   int64_t width = -1, label_col = -1, width_line = 0, line = 0;
   std::vector<double> row;
@@ -200,6 +202,7 @@ Examples load_csv(const std::string& path, int64_t label_column, bool header) {
       if (i == label_col) ex.labels.push_back(static_cast<int32_t>(row[static_cast<size_t>(i)]));
       else ex.features.push_back(static_cast<float>(row[static_cast<size_t>(i)]));
     }
+    ex.lines.push_back(line);
     ++ex.count;
   }
   if (ex.count == 0) throw DataError(fmt::format("{}: no data rows", path));
@@ -215,6 +218,7 @@ Examples windows(const std::string& path, std::vector<int32_t> tokens, int64_t c
     throw DataError(fmt::format("{}: {} {}, too few for one window of context + 1 = {}", path, n, unit, context + 1));
   Examples ex;
   ex.origin = path;
+  ex.labels_origin = path;
   ex.feature_type = ElemType::I32;
   ex.feature_shape = {context};
   ex.label_shape = {context};
@@ -240,7 +244,9 @@ Examples load_text(const std::string& path, int64_t context, Vocab& vocab) {
   vocab.size = static_cast<int64_t>(vocab.chars.size());
   std::vector<int32_t> tokens(bytes.size());
   for (size_t i = 0; i < bytes.size(); ++i) tokens[i] = vocab.ids[bytes[i]];
-  return windows(path, std::move(tokens), context, "characters");
+  Examples ex = windows(path, std::move(tokens), context, "characters");
+  ex.text = true;
+  return ex;
 }
 
 Examples load_tokens(const std::string& path, int64_t context, int64_t vocab_size, Vocab& vocab) {

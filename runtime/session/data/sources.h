@@ -37,6 +37,11 @@ struct Examples {
   std::vector<int32_t> labels;  // dense: count
   std::vector<int32_t> tokens;  // windowed: the whole stream
   int64_t context = 0;          // windowed: T (0: dense)
+  // Where each value came from, for messages: the file of the labels (idx: the labels
+  // file; else origin), csv: the line of each example, windowed: bytes (text) or uint16s.
+  std::string labels_origin;
+  std::vector<int64_t> lines;
+  bool text = false;
 
   int64_t feature_numel() const;
   int64_t label_numel() const;
