@@ -56,6 +56,7 @@ void generate_code(Lowered& l, const CodegenOptions& options) {
   if (options.shared_object) *options.shared_object = kc.shared_object();
   p.codelets = kc.finish(p.code);
   p.symbols = l.symbols.names();
+  rt::record_kernel_contracts(p);
 }
 
 }  // namespace modelc

@@ -1,5 +1,9 @@
 #include "runtime/base/program.h"
 
+#include <fmt/format.h>
+
+#include "runtime/base/error.h"
+
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
@@ -80,6 +84,31 @@ std::optional<uint32_t> Program::symbol_id(const std::string& name) const {
   for (size_t i = 0; i < symbols.size(); ++i)
     if (symbols[i] == name) return static_cast<uint32_t>(i);
   return std::nullopt;
+}
+
+void record_kernel_contracts(Program& p) {
+  std::vector<bool> done(p.codelets.size());
+  for (const Function& f : p.functions)
+    for (const Instr& in : f.instrs) {
+      if (in.kind != Instr::Kind::Codelet || in.codelet >= p.codelets.size()) continue;
+      CodeletDesc c = p.codelets[in.codelet];
+      c.inputs = static_cast<uint32_t>(in.inputs.size());
+      c.sizes = in.sizes;
+      c.extent = in.extent;
+      c.operand_types.clear();
+      c.operand_shapes.clear();
+      for (const std::vector<uint32_t>* ids : {&in.inputs, &in.outputs})
+        for (uint32_t b : *ids) {
+          c.operand_types.push_back(b < p.buffers.size() ? p.buffers[b].type : ElemType::F32);
+          c.operand_shapes.push_back(b < p.buffers.size() ? p.buffers[b].shape : std::vector<SizeExpr>{});
+        }
+      CodeletDesc& k = p.codelets[in.codelet];
+      if (done[in.codelet] && (k.inputs != c.inputs || k.sizes != c.sizes || k.extent != c.extent ||
+                               k.operand_types != c.operand_types || k.operand_shapes != c.operand_shapes))
+        throw RuntimeError(fmt::format("kernel '{}' is run by two instructions with different operands", k.name));
+      k = std::move(c);
+      done[in.codelet] = true;
+    }
 }
 
 }  // namespace modelc::rt

@@ -30,6 +30,7 @@ struct SizeExpr {
   struct Term {
     int64_t coef = 0;
     std::vector<uint32_t> symbols;  // empty: a constant term
+    friend bool operator==(const Term&, const Term&) = default;
   };
   std::vector<Term> terms;  // no terms: 0
 
@@ -39,6 +40,7 @@ struct SizeExpr {
   // Throws std::runtime_error on overflow or a symbol id out of range.
   int64_t eval(std::span<const int64_t> symbol_values) const;
   std::string str(const std::vector<std::string>& symbol_names) const;  // "64*B + 1"
+  friend bool operator==(const SizeExpr&, const SizeExpr&) = default;  // the same terms in the same order
 };
 
 enum class BufferRole : uint8_t {
@@ -120,6 +122,15 @@ struct CodeletDesc {
   GpuMapping gpu_mapping = GpuMapping::Thread;
   uint32_t gpu_block = 256;   // threads per block, a multiple of 32 in [32, 1024]
   uint32_t nodes = 1;         // IR nodes fused into this kernel (1: unfused)
+  // What the machine code was compiled for; the plan checker holds every instruction that
+  // runs the kernel to it (runtime/session/plan_check.cc), so that an instruction cannot
+  // hand the kernel buffers, sizes or an extent it was not built for (constant dims are
+  // baked into the code). Operands are the instruction's inputs then outputs.
+  std::vector<ElemType> operand_types;
+  std::vector<std::vector<SizeExpr>> operand_shapes;
+  uint32_t inputs = 0;            // how many of the operands are inputs
+  std::vector<SizeExpr> sizes;    // the size table
+  SizeExpr extent;                // the number of work items
 };
 
 constexpr uint32_t kNoBuffer = UINT32_MAX;
@@ -265,5 +276,11 @@ struct Program {
   const Function* function(const std::string& name) const;
   std::optional<uint32_t> symbol_id(const std::string& name) const;
 };
+
+// Fills every kernel's contract (CodeletDesc::operand_types, ...) from the instruction that
+// runs it: what the instruction gives the kernel is what it was compiled for. The code
+// generator calls it last; so does anyone who builds a Program by hand. Throws RuntimeError
+// when two instructions run one kernel with different operands, sizes or extents.
+void record_kernel_contracts(Program& p);
 
 }  // namespace modelc::rt

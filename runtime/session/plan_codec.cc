@@ -269,6 +269,9 @@ std::string encode_program(const Program& p, const PlanTarget& target) {
   for (const CodeletDesc& k : p.codelets) {
     w.str(k.name), w.str(k.source);
     w.u8(static_cast<uint8_t>(k.gpu_mapping)), w.u32(k.gpu_block), w.u32(k.nodes);
+    w.count(k.operand_types.size());
+    for (size_t i = 0; i < k.operand_types.size(); ++i) w.u8(static_cast<uint8_t>(k.operand_types[i])), w.sizes(k.operand_shapes[i]);
+    w.u32(k.inputs), w.sizes(k.sizes), w.size(k.extent);
   }
   w.count(p.functions.size());
   for (const Function& f : p.functions) {
@@ -321,6 +324,28 @@ std::string encode_program(const Program& p, const PlanTarget& target) {
   return std::move(w.out);
 }
 
+namespace {
+
+CodeletDesc read_kernel(Reader& r) {
+  CodeletDesc k;
+  k.name = r.str("a kernel name");
+  k.source = r.str("a kernel's source");
+  k.gpu_mapping = r.enum8<GpuMapping>(static_cast<uint8_t>(GpuMapping::Block), "a kernel's GPU mapping");
+  k.gpu_block = r.u32("a kernel's GPU block");
+  k.nodes = r.u32("a kernel's node count");
+  const uint32_t operands = r.count(5, "a kernel's operands");
+  for (uint32_t i = 0; i < operands; ++i) {
+    k.operand_types.push_back(r.enum8<ElemType>(static_cast<uint8_t>(ElemType::Bool), "a kernel operand's element type"));
+    k.operand_shapes.push_back(r.sizes("a kernel operand's shape"));
+  }
+  k.inputs = r.u32("a kernel's input count");
+  k.sizes = r.sizes("a kernel's size table");
+  k.extent = r.size("a kernel's extent");
+  return k;
+}
+
+}  // namespace
+
 void decode_program(std::string_view bytes, Program& p, PlanTarget& target) {
   Reader r(bytes);
   p.model = r.str("the model name");
@@ -336,14 +361,8 @@ void decode_program(std::string_view bytes, Program& p, PlanTarget& target) {
     b.init.b = r.f64("a buffer's initializer");
     b.shape = r.sizes("a buffer's shape");
   }
-  p.codelets.resize(r.count(17, "the kernels"));
-  for (CodeletDesc& k : p.codelets) {
-    k.name = r.str("a kernel name");
-    k.source = r.str("a kernel's source");
-    k.gpu_mapping = r.enum8<GpuMapping>(static_cast<uint8_t>(GpuMapping::Block), "a kernel's GPU mapping");
-    k.gpu_block = r.u32("a kernel's GPU block");
-    k.nodes = r.u32("a kernel's node count");
-  }
+  p.codelets.resize(r.count(33, "the kernels"));
+  for (CodeletDesc& k : p.codelets) k = read_kernel(r);
   p.functions.resize(r.count(24, "the functions"));
   for (Function& f : p.functions) {
     f.name = r.str("a function name");
@@ -403,83 +422,5 @@ void decode_program(std::string_view bytes, Program& p, PlanTarget& target) {
 }
 
 }  // namespace plan_detail
-
-void check_program(const Program& p) {
-  auto fail = [](const std::string& msg) { throw RuntimeError(msg); };
-  const size_t nsym = p.symbols.size(), nbuf = p.buffers.size(), nker = p.codelets.size();
-  auto check_size = [&](const SizeExpr& e, const std::string& what) {
-    for (const SizeExpr::Term& t : e.terms)
-      for (uint32_t s : t.symbols)
-        if (s >= nsym) fail(fmt::format("{} names symbol {}, but the program has {} symbols", what, s, nsym));
-  };
-  auto check_buffer = [&](uint32_t b, const std::string& what, bool optional) {
-    if (optional && b == kNoBuffer) return;
-    if (b >= nbuf) fail(fmt::format("{} names buffer {}, but the program has {} buffers", what, b, nbuf));
-  };
-  if (p.model.empty()) fail("the program has no model name");
-  std::set<std::string> names;
-  for (const std::string& s : p.symbols)
-    if (s.empty() || !names.insert(s).second) fail(fmt::format("symbol '{}' is empty or appears twice", plan_detail::printable(s)));
-  for (size_t i = 0; i < nbuf; ++i) {
-    const BufferDesc& b = p.buffers[i];
-    const std::string what = fmt::format("buffer {} ('{}')", i, plan_detail::printable(b.name));
-    if (static_cast<uint8_t>(b.type) > static_cast<uint8_t>(ElemType::Bool)) fail(what + " has an invalid element type");
-    if (static_cast<uint8_t>(b.role) > static_cast<uint8_t>(BufferRole::Temp)) fail(what + " has an invalid role");
-    if (static_cast<uint8_t>(b.init.kind) > static_cast<uint8_t>(Init::Kind::Uniform))
-      fail(what + " has an invalid initializer");
-    for (size_t k = 0; k < b.shape.size(); ++k) check_size(b.shape[k], fmt::format("{}: dim {}", what, k));
-    if (b.index_limit != 0 && (b.index_limit < 0 || b.role != BufferRole::Input || b.type != ElemType::I32))
-      fail(fmt::format("{} has index limit {}, but only an i32 input may have one, and it must be positive", what, b.index_limit));
-  }
-  names.clear();
-  for (size_t i = 0; i < nker; ++i) {
-    const CodeletDesc& k = p.codelets[i];
-    const std::string what = fmt::format("kernel {} ('{}')", i, plan_detail::printable(k.name));
-    if (k.name.empty() || k.name.find('\0') != std::string::npos) fail(what + " has no valid name");
-    if (!names.insert(k.name).second) fail(what + ": the name appears twice");
-    if (static_cast<uint8_t>(k.gpu_mapping) > static_cast<uint8_t>(GpuMapping::Block))
-      fail(what + " has an invalid GPU mapping");
-    if (k.gpu_block == 0 || k.gpu_block % 32 != 0 || k.gpu_block > 1024)
-      fail(fmt::format("{} has a GPU block of {} threads (not a multiple of 32 in [32, 1024])", what, k.gpu_block));
-    if (k.nodes == 0) fail(what + " fuses no nodes");
-  }
-  names.clear();
-  for (const Function& f : p.functions) {
-    if (f.name.empty() || !names.insert(f.name).second) fail(fmt::format("function '{}' is unnamed or appears twice", plan_detail::printable(f.name)));
-    const std::string fn = fmt::format("function '{}'", plan_detail::printable(f.name));
-    if (f.micro_batches == 0) fail(fn + " has 0 micro-batches");
-    for (size_t i = 0; i < f.instrs.size(); ++i) {
-      const Instr& in = f.instrs[i];
-      const std::string what = fmt::format("{}: instruction {}", fn, i);
-      if (static_cast<uint8_t>(in.kind) > static_cast<uint8_t>(Instr::Kind::Library)) fail(what + " has an invalid kind");
-      if (in.kind == Instr::Kind::Codelet) {
-        if (in.codelet >= nker) fail(fmt::format("{} names kernel {}, but the program has {} kernels", what, in.codelet, nker));
-        if (in.grain < 1) fail(fmt::format("{} has grain {}", what, in.grain));
-      } else if (in.op.empty()) {
-        fail(what + " names no library op");
-      }
-      for (uint32_t b : in.inputs) check_buffer(b, what, true);
-      for (uint32_t b : in.outputs) check_buffer(b, what, false);
-      for (size_t k = 0; k < in.sizes.size(); ++k) check_size(in.sizes[k], fmt::format("{}: size {}", what, k));
-      check_size(in.extent, what + ": the extent");
-    }
-    if (std::string e = check_stream_structure(f); !e.empty()) fail(fmt::format("{}: {}", fn, e));
-    for (const Feed& fd : f.feeds) {
-      check_buffer(fd.buffer, fmt::format("{}: feed '{}'", fn, plan_detail::printable(fd.name)), false);
-      if (fd.micro >= f.micro_batches)
-        fail(fmt::format("{}: feed '{}' is micro-batch {} of {}", fn, plan_detail::printable(fd.name), fd.micro, f.micro_batches));
-    }
-    for (const auto& [name, b] : f.outputs) check_buffer(b, fmt::format("{}: output '{}'", fn, plan_detail::printable(name)), false);
-    for (const auto& [from, to] : f.updates) {
-      check_buffer(from, fn + ": an update", false);
-      check_buffer(to, fn + ": an update", false);
-    }
-  }
-  const TrainSettings& t = p.train;
-  const std::string& s = t.schedule.kind;
-  if (s != "constant" && s != "step" && s != "cosine") fail(fmt::format("the train settings name an unknown schedule '{}'", plan_detail::printable(s)));
-  if (std::optional<std::string> e = check_train_settings(t)) fail(fmt::format("the train settings: {}", *e));
-  if (!p.ptx.empty() && p.ptx_target.empty()) fail("the program has PTX but no PTX target");
-}
 
 }  // namespace modelc::rt

@@ -6,7 +6,9 @@
 //               list<function> functions, train, str ptx_target, target
 //   size     := list<term>; term := i64 coef, list<u32> symbols
 //   buffer   := str name, u8 type, u8 role, u8 init.kind, f64 init.a, f64 init.b, list<size> shape
-//   kernel   := str name, str source, u8 gpu_mapping, u32 gpu_block, u32 nodes
+//   kernel   := str name, str source, u8 gpu_mapping, u32 gpu_block, u32 nodes,
+//               list<(u8 type, list<size> shape)> operands, u32 inputs, list<size> sizes,
+//               size extent   (the contract: runtime/base/program.h, CodeletDesc)
 //   function := str name, u32 micro_batches, list<instr>, list<feed>, list<(str, u32)> outputs,
 //               list<(u32, u32)> updates
 //   instr    := u8 kind, u32 kernel, str op, list<u32> inputs, list<u32> outputs, list<size> sizes,
@@ -21,8 +23,10 @@
 //               some function has more than one stream or any event (runtime/base/program.h)
 //   fstreams := u32 streams, u32 events, list<istreams> (one per instruction, in order)
 //   istreams := u32 stream, list<u32> waits, list<u32> records
-// Plans without the streams part (all plans of version 1 before it existed) load as one
-// stream without events, the sequential run.
+//   [index]  := u32 "INDX", list<(u32 buffer, i64 limit, str note)>; present only when some
+//               input has an index limit (BufferDesc::index_limit)
+// Plans without the streams part load as one stream without events, the sequential run;
+// without the index part, with no index limits.
 // The decoder checks every length against the bytes that remain (so no allocation exceeds
 // the input), every enum value, and that the section ends exactly where the program does.
 #pragma once

@@ -82,7 +82,7 @@ class PlanErrors : public testing::Test {
   std::string plan_of(const rt::Program& program, const rt::PlanTarget& target = {}) const {
     return rt::encode_plan(program, base().so, target);
   }
-  Envelope envelope() const { return Envelope{1, 0, 0, plantest::sections_of(base().bytes), ""}; }
+  Envelope envelope() const { return Envelope{rt::kPlanVersion, 0, 0, plantest::sections_of(base().bytes), ""}; }
 
   fs::path dir_;
   std::string path_;
@@ -124,14 +124,14 @@ TEST_F(PlanErrors, FileProblems) {
 TEST_F(PlanErrors, OtherVersions) {
   std::string v = base().bytes;
   plantest::put32(v, 8, 7);
-  expect_error(v, "plan format version 7, this runtime reads version 1 (a newer modelc wrote it");
+  expect_error(v, "plan format version 7, this runtime reads version 2 (a newer modelc wrote it");
   plantest::put32(v, 8, 0);
   // Every other version gets a remedy, an older (or damaged) one too.
-  expect_error(v, "plan format version 0, this runtime reads version 1 (an older modelc wrote it, or the header is "
+  expect_error(v, "plan format version 0, this runtime reads version 2 (an older modelc wrote it, or the header is "
                   "damaged; recompile the .model with this one)");
   Envelope e = envelope();
-  e.version = 2;
-  expect_error(plantest::make_plan(e), "plan format version 2, this runtime reads version 1");
+  e.version = 1;  // before the kernels' contracts
+  expect_error(plantest::make_plan(e), "plan format version 1, this runtime reads version 2");
 }
 
 // Cut after every byte of the header and the section table, and at a sample of offsets
@@ -354,6 +354,49 @@ TEST_F(PlanErrors, InconsistentPrograms) {
            if (name == "loss") b = nbuf;
        }},
       {"an update names buffer", [&](rt::Program& p) { p.functions[0].updates[0].second = nbuf; }},
+      // Kernels get what they were compiled for (CodeletDesc's contract).
+      {"the extent is 16384, but the kernel was compiled for", [&](rt::Program& p) {
+         first_kernel_instr(p).extent = rt::SizeExpr::constant(16384);
+       }},
+      {"the size table differs from the one the kernel was compiled for", [&](rt::Program& p) {
+         first_kernel_instr(p).sizes.push_back(rt::SizeExpr::constant(1));
+       }},
+      {"operand 0 is buffer 1 ('labels') i32[B], but the kernel was compiled for f32[", [&](rt::Program& p) {
+         first_kernel_instr(p).inputs[0] = 1;
+       }},
+      {"operand 0 is absent, but the kernel was compiled for", [&](rt::Program& p) { first_kernel_instr(p).inputs[0] = rt::kNoBuffer; }},
+      {"inputs and 1 outputs, but the kernel was compiled for", [&](rt::Program& p) { first_kernel_instr(p).inputs.pop_back(); }},
+      // Data flow.
+      {"before any instruction writes it", [](rt::Program& p) {
+         rt::Function& f = p.functions[0];
+         f.instrs[0].inputs[0] = f.instrs[1].outputs[0];
+       }},
+      {"a persistent buffer, other than in place", [](rt::Program& p) {
+         rt::Function& f = p.functions[0];
+         f.instrs[0].outputs[0] = f.updates[0].second;
+       }},
+      {"is updated twice", [](rt::Program& p) { p.functions[0].updates.push_back(p.functions[0].updates[0]); }},
+      {"which is not a parameter or optimizer state", [](rt::Program& p) {
+         p.functions[0].updates[0].second = p.functions[0].feeds[0].buffer;
+       }},
+      {"is optimizer state, which starts at zero, but has an initializer", [](rt::Program& p) {
+         for (rt::BufferDesc& b : p.buffers)
+           if (b.role == rt::BufferRole::State) b.init = {rt::Init::Kind::Normal, 0, 1};
+       }},
+      {"which is not that output or is never written", [](rt::Program& p) {
+         auto& outs = p.functions[1].outputs;
+         std::swap(outs[0].second, outs[1].second);
+       }},
+      {"an input the function is not fed", [](rt::Program& p) { p.functions[0].feeds.erase(p.functions[0].feeds.begin()); }},
+      {"which is not an input", [](rt::Program& p) { p.functions[0].feeds[0].buffer = p.functions[0].updates[0].second; }},
+      {"is used by function 'train_step' and by function 'eval'", [](rt::Program& p) {
+         // eval reads and is fed train_step's images buffer in place of its own.
+         const uint32_t mine = p.functions[1].feeds[0].buffer, theirs = p.functions[0].feeds[0].buffer;
+         p.functions[1].feeds[0].buffer = theirs;
+         for (rt::Instr& in : p.functions[1].instrs)
+           for (uint32_t& b : in.inputs)
+             if (b == mine) b = theirs;
+       }},
       {"unknown schedule 'linear'", [](rt::Program& p) { p.train.schedule.kind = "linear"; }},
       // The train section's rules (runtime/base/train_rules.h), in its words.
       {"the train settings: 'batch' must be a positive integer, got 0", [](rt::Program& p) { p.train.batch = 0; }},

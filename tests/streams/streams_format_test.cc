@@ -71,6 +71,7 @@ TEST(StreamFormat, StructureErrors) {
       EXPECT_EQ(std::string(e.what()), "function 'f': " + c.message);
     }
     d.b.p.model = "m";
+    record_kernel_contracts(d.b.p);
     try {
       check_program(d.b.p);
       ADD_FAILURE() << "check_program accepted: " << c.message;
