@@ -20,6 +20,7 @@
 #include "runtime/session/data/loader.h"
 #include "runtime/session/plan.h"
 #include "runtime/session/session.h"
+#include "tools/modelrun/divergence.h"
 #include "tools/modelrun/progress.h"
 #include "tools/modelrun/run_header.h"
 #include "tools/modelrun/fusion_bench.h"
@@ -343,6 +344,7 @@ struct TrainLoop {
   int64_t epoch_steps = 0;
   int64_t skipped = 0, scaled_steps = 0;
   double loss_scale = 0;
+  std::vector<StepFacts> history;  // this run's steps, for the divergence diagnosis
 
   void eval() {
     last_eval = evaluate(s, l, ds, micro_batch(t));
@@ -384,8 +386,10 @@ struct TrainLoop {
     metrics.write("train", row);
     if (!std::isfinite(loss)) {
       bar.finish();
-      throw std::runtime_error(fmt::format("the loss is {} at step {}: training diverged (try a lower --lr)", loss, f.step));
+      throw std::runtime_error(explain_divergence({{f.step, loss, r.grad_norm}, history, f.lr, t.clip_grad_norm, scaling,
+                                                   loss_scale, skipped, scaled_steps, non_finite_params(s)}));
     }
+    history.push_back({f.step, loss, r.grad_norm});
     if (f.due || f.step == shape.total) {
       if (f.epoch_end && !o.common.quiet)
         bar.line(fmt::format("epoch {} done: mean training loss {:.4f}", f.epoch + 1, epoch_loss / static_cast<double>(epoch_steps)));
@@ -511,17 +515,7 @@ namespace {
 // Why an evaluation's loss is not finite, for its error: the parameters of the checkpoint that
 // hold NaN or infinities (PyTorch gives a NaN loss there too), else the outputs themselves.
 std::string non_finite_eval(rt::Session& s, const std::string& checkpoint, const EvalResult& r) {
-  std::string bad;
-  int tensors = 0;
-  for (const std::string& n : s.param_names()) {
-    const rt::HostTensor p = s.param(n);
-    if (p.type != rt::ElemType::F32) continue;
-    int64_t count = 0;
-    for (int64_t i = 0; i < p.numel(); ++i) count += !std::isfinite(p.f32()[i]);
-    if (count == 0) continue;
-    if (++tensors <= 3) bad += fmt::format("{}{} ({} of {} values)", bad.empty() ? "" : ", ", n, count, p.numel());
-  }
-  if (tensors > 3) bad += fmt::format(" and {} more", tensors - 3);
+  const std::string bad = non_finite_params(s);
   const std::string loss = std::isnan(r.loss) ? "NaN" : r.loss > 0 ? "inf" : "-inf";
   if (!bad.empty())
     return fmt::format("the held-out loss is {} on {} examples: {} has parameters that are not finite: {}", loss,

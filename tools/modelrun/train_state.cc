@@ -1,5 +1,7 @@
 #include "tools/modelrun/train_state.h"
 
+#include "tools/modelrun/divergence.h"
+
 #include <fmt/format.h>
 
 #include <optional>
@@ -121,6 +123,9 @@ rt::DataPosition resume_from(rt::Session& s, const std::string& path, const RunS
   check_horizon(c, run, quiet);
   for (const std::string& n : s.param_names()) s.set_param(n, *c.find(n));
   for (const std::string& n : s.state_names()) s.set_state(n, *c.find(n));
+  if (const std::string bad = non_finite_params(s); !bad.empty())
+    throw rt::CheckpointError(fmt::format("{}: parameters that are not finite: {}; resume from an earlier checkpoint "
+                                          "(its run diverged before it was written, or the file was changed)", path, bad));
   s.set_step(step);
   if (!quiet) {
     if (step == run.total)
