@@ -79,6 +79,7 @@ class Lowering {
         buf_[{id, 0}] = persistent(n);
       } else if (n.op == OpKind::Input) {
         uint32_t b = add_buffer(n.name, n.outputs[0], rt::BufferRole::Input, Value{id, 0});
+        p_.buffers[b].where = where(n);
         if (auto it = bounds.find(id); it != bounds.end() && n.outputs[0].dtype == DType::I32) {
           p_.buffers[b].index_limit = it->second.limit;
           p_.buffers[b].index_note = it->second.note;
@@ -201,6 +202,7 @@ class Lowering {
     bool param = n.op == OpKind::Param;
     uint32_t b = add_buffer(n.name, n.outputs[0], param ? rt::BufferRole::Param : rt::BufferRole::State);
     if (param) p_.buffers[b].init = lower_init(n.attrs);
+    if (param) p_.buffers[b].where = where(n);
     persistent_[n.name] = b;
     return b;
   }

@@ -69,6 +69,9 @@ struct BufferDesc {
   // declared ("the classes of cross_entropy at m.model:14:10 ..."). 0: no limit known.
   int64_t index_limit = 0;
   std::string index_note;
+  // Params and inputs: where the model declares them ("models/x.model:5:3"), for messages;
+  // "" when unknown.
+  std::string where;
 };
 
 // The ABI of every host kernel: process work items [begin, end) of the kernel's extent.

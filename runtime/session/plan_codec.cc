@@ -264,6 +264,7 @@ std::string encode_program(const Program& p, const PlanTarget& target) {
     w.u8(static_cast<uint8_t>(b.type)), w.u8(static_cast<uint8_t>(b.role)), w.u8(static_cast<uint8_t>(b.init.kind));
     w.f64(b.init.a), w.f64(b.init.b);
     w.sizes(b.shape);
+    w.str(b.where);
   }
   w.count(p.codelets.size());
   for (const CodeletDesc& k : p.codelets) {
@@ -351,7 +352,7 @@ void decode_program(std::string_view bytes, Program& p, PlanTarget& target) {
   p.model = r.str("the model name");
   p.symbols.resize(r.count(4, "the symbols"));
   for (std::string& s : p.symbols) s = r.str("a symbol");
-  p.buffers.resize(r.count(27, "the buffers"));
+  p.buffers.resize(r.count(31, "the buffers"));
   for (BufferDesc& b : p.buffers) {
     b.name = r.str("a buffer name");
     b.type = r.enum8<ElemType>(static_cast<uint8_t>(ElemType::Bool), "a buffer's element type");
@@ -360,6 +361,7 @@ void decode_program(std::string_view bytes, Program& p, PlanTarget& target) {
     b.init.a = r.f64("a buffer's initializer");
     b.init.b = r.f64("a buffer's initializer");
     b.shape = r.sizes("a buffer's shape");
+    b.where = r.str("a buffer's declaration");
   }
   p.codelets.resize(r.count(33, "the kernels"));
   for (CodeletDesc& k : p.codelets) k = read_kernel(r);

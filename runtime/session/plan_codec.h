@@ -5,7 +5,8 @@
 //   program  := str model, list<str> symbols, list<buffer> buffers, list<kernel> kernels,
 //               list<function> functions, train, str ptx_target, target
 //   size     := list<term>; term := i64 coef, list<u32> symbols
-//   buffer   := str name, u8 type, u8 role, u8 init.kind, f64 init.a, f64 init.b, list<size> shape
+//   buffer   := str name, u8 type, u8 role, u8 init.kind, f64 init.a, f64 init.b, list<size> shape,
+//               str where
 //   kernel   := str name, str source, u8 gpu_mapping, u32 gpu_block, u32 nodes,
 //               list<(u8 type, list<size> shape)> operands, u32 inputs, list<size> sizes,
 //               size extent   (the contract: runtime/base/program.h, CodeletDesc)

@@ -91,10 +91,11 @@ HostTensor allocate_persistent(const Program& p, const BufferDesc& d, const std:
   double bytes = static_cast<double>(dtype_bytes(d.type));
   for (int64_t x : shape) bytes *= static_cast<double>(x);
   auto refuse = [&] {
-    return RuntimeError(fmt::format("model '{}': cannot allocate {} ({:.0f} bytes) for {} '{}' {}{}: not enough "
+    return RuntimeError(fmt::format("model '{}': cannot allocate {} ({:.0f} bytes) for {} '{}' {}{}{}: not enough "
                                     "memory (the model's parameters and optimizer state need {} in all)",
                                     p.model, format_bytes(static_cast<int64_t>(std::min(bytes, 9e18))), bytes, what,
                                     d.name, dtype_name(d.type), shape_str(shape),
+                                    d.where.empty() ? "" : " (declared at " + d.where + ")",
                                     format_bytes(static_cast<int64_t>(std::min(persistent_bytes(p), 9e18)))));
   };
   if (bytes > 9e18) throw refuse();
