@@ -99,6 +99,11 @@ TEST(IdxSource, RejectsBadFiles) {
   auto fewer = s.labels;
   fewer.pop_back();
   check(testing::idx_bytes({s.n - 1}, fewer), false, {fmt::format("{} labels, but", s.n - 1), fmt::format("has {} images", s.n)});
+  // The images' side of the disagreement: both files are named, with what each holds.
+  auto more = s.pixels;
+  more.resize(more.size() + s.rows * s.cols, 7);
+  check(testing::idx_bytes({s.n + 1, s.rows, s.cols}, more), true,
+        {good_lab + ": " + std::to_string(s.n) + " labels, but", fmt::format("has {} images", s.n + 1)});
 }
 
 TEST(IdxSource, RejectsTruncatedAndCorruptGzip) {
