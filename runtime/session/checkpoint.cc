@@ -252,7 +252,9 @@ Checkpoint load_checkpoint(const std::string& path) {
     const uint64_t b = (*off)[0].get<uint64_t>(), e = (*off)[1].get<uint64_t>();
     if (b > e) throw fail(fmt::format("data_offsets [{},{}] end before they begin", b, e));
     if (e > data_size) throw fail(fmt::format("data_offsets [{},{}] run past the end of the data ({} bytes): truncated?", b, e, data_size));
-    const uint64_t need = count * dtype_bytes(t.type);
+    uint64_t need = 0;  // count is at most 2^62, but 2^62 F32s would overflow a byte count
+    if (__builtin_mul_overflow(count, uint64_t{dtype_bytes(t.type)}, &need))
+      throw fail(fmt::format("shape {} of {} is absurdly large: its byte count overflows 64 bits", v["shape"].dump(), dtype));
     if (e - b != need)
       throw fail(fmt::format("shape {} of {} needs {} bytes, data_offsets [{},{}] give {}", shape_str(t.shape), dtype, need, b, e, e - b));
     t.bytes.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_start + b), bytes.begin() + static_cast<std::ptrdiff_t>(data_start + e));

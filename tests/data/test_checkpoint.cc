@@ -161,6 +161,10 @@ TEST(Checkpoint, RejectsMalformedHeaders) {
   check(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", d8, {"tensor 'a'", "not a list of non-negative integers"});
   check(R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,8]}})", d8, {"tensor 'a'", "not a list of non-negative integers"});
   check(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", d8, {"tensor 'a'", "absurdly large"});
+  // 2^62 elements pass the element-count limit, but 2^62 F32s are 2^64 bytes: 0 once wrapped,
+  // which empty data_offsets would have matched (tests/fuzz/checkpoint_regressions).
+  check(R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", {}, {"tensor 'a'", "byte count overflows"});
+  check(R"({"a":{"dtype":"I32","shape":[2147483648,2147483648],"data_offsets":[0,0]}})", {}, {"tensor 'a'", "byte count overflows"});
   check(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", d8, {"tensor 'a'", "shape [3] of F32 needs 12 bytes, data_offsets [0,8] give 8"});
   check(R"({"a":{"dtype":"F32","shape":[2]}})", d8, {"tensor 'a'", "data_offsets must be [begin, end]"});
   check(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8,9]}})", d8, {"tensor 'a'", "data_offsets must be"});

@@ -99,6 +99,11 @@ TEST(IdxSource, RejectsBadFiles) {
   auto fewer = s.labels;
   fewer.pop_back();
   check(testing::idx_bytes({s.n - 1}, fewer), false, {fmt::format("{} labels, but", s.n - 1), fmt::format("has {} images", s.n)});
+  // The images' side of the disagreement: both files are named, with what each holds.
+  auto more = s.pixels;
+  more.resize(more.size() + s.rows * s.cols, 7);
+  check(testing::idx_bytes({s.n + 1, s.rows, s.cols}, more), true,
+        {good_lab + ": " + std::to_string(s.n) + " labels, but", fmt::format("has {} images", s.n + 1)});
 }
 
 TEST(IdxSource, RejectsTruncatedAndCorruptGzip) {
@@ -185,6 +190,32 @@ TEST(CsvSource, RejectsBadFiles) {
   expect_error<DataError>([&] { load_csv(dir / "none.csv", -1, false); }, {"none.csv", "no such file"});
 }
 
+// Found by fuzz_data (tests/fuzz/data_regressions): values f32 cannot hold, and bytes a
+// message must show rather than print raw.
+TEST(CsvSource, RefusesValuesBeyondF32AndShowsOddBytes) {
+  TempDir dir;
+  const std::string p = dir / "odd.csv";
+  auto check = [&](const std::string& text, const std::vector<std::string>& parts) {
+    testing::write_file(p, text);
+    expect_error<DataError>([&] { load_csv(p, -1, false); }, parts);
+  };
+  check("1,2,0\n1,1e300,0\n", {p + ":2:3:", "field 2 '1e300' is too large for f32"});
+  check("-3.5e38,2,0\n", {p + ":1:1:", "field 1 '-3.5e38' is too large for f32"});
+  check("1,2,1e300\n", {p + ":1:5:", "label '1e300' is not a non-negative integer"});
+  check(std::string("1,2\0x,0\n", 8), {p + ":1:3:", "field 2 '2\\0x' is not a number"});
+  check("1,\x01\xff,0\n", {p + ":1:3:", "field 2 '\\x01\\xff' is not a number"});
+  check("1,2,0\n\xEF\xBB\xBF" "3,4,1\n", {p + ":2:1:", "field 1 'U+FEFF3' is not a number"});
+  check("1," + std::string(60, '9') + "x,0\n", {"'" + std::string(40, '9') + "...' is not a number"});
+  // f32's largest value itself is accepted; a leading byte-order mark is skipped.
+  testing::write_file(p, "\xEF\xBB\xBF" "3.4028234e38,-2,1\n");
+  Examples ex = load_csv(p, -1, false);
+  ASSERT_EQ(ex.count, 1);
+  EXPECT_EQ(ex.features, (std::vector<float>{3.4028234e38f, -2.0f}));
+  EXPECT_EQ(ex.labels, std::vector<int32_t>{1});
+  testing::write_file(p, "\xEF\xBB\xBF" "a,b\n5,7\n");
+  EXPECT_EQ(load_csv(p, 0, true).labels, std::vector<int32_t>{5});
+}
+
 TEST(TextSource, WindowsAndVocabulary) {
   TempDir dir;
   testing::write_file(dir / "t.txt", "hello world\n");
@@ -217,6 +248,8 @@ TEST(TextSource, RejectsBadFiles) {
   testing::write_file(dir / "short.txt", "abc");
   expect_error<DataError>([&] { load_text(dir / "short.txt", 3, v); }, {"short.txt", "3 characters, too few for one window of context + 1 = 4"});
   expect_error<DataError>([&] { load_text(dir / "short.txt", 0, v); }, {"short.txt", "context must be positive"});
+  // context + 1 would overflow (fuzz_data).
+  expect_error<DataError>([&] { load_text(dir / "short.txt", INT64_MAX, v); }, {"short.txt", "too few for one window"});
   testing::write_file(dir / "empty.txt", "");
   expect_error<DataError>([&] { load_text(dir / "empty.txt", 1, v); }, {"empty.txt", "0 characters"});
   expect_error<DataError>([&] { load_text(dir / "none.txt", 1, v); }, {"none.txt", "no such file"});

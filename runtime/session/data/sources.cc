@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "runtime/session/data/file_io.h"
 
@@ -108,6 +109,8 @@ IdxFile read_idx(const std::string& path, size_t ndim, const char* what) {
   return f;
 }
 
+constexpr double kMaxF32 = std::numeric_limits<float>::max();
+
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
 // Parses a finite number spanning all of [p, e); accepts a leading '+'.
@@ -116,6 +119,29 @@ bool parse_number(const char* p, const char* e, double& v) {
   if (p == e) return false;
   auto [end, ec] = std::from_chars(p, e, v);
   return ec == std::errc() && end == e && std::isfinite(v);
+}
+
+// The text of a CSV field for a message, at most 40 bytes of it: printable ASCII as it is,
+// a NUL as \0, a byte-order mark as U+FEFF, any other byte as \xNN (so that the message is
+// neither cut at a NUL nor garbled by raw bytes).
+std::string shown(const char* a, const char* z) {
+  std::string s;
+  const char* stop = z - a > 40 ? a + 40 : z;
+  for (const char* c = a; c < stop; ++c) {
+    const auto u = static_cast<unsigned char>(*c);
+    if (z - c >= 3 && std::memcmp(c, "\xEF\xBB\xBF", 3) == 0) {
+      s += "U+FEFF";
+      c += 2;
+    } else if (u == 0) {
+      s += "\\0";
+    } else if (u < 0x20 || u >= 0x7F) {
+      s += fmt::format("\\x{:02x}", u);
+    } else {
+      s += *c;
+    }
+  }
+  if (stop < z) s += "...";
+  return s;
 }
 
 }  // namespace
@@ -140,17 +166,51 @@ Examples load_idx(const std::string& images_path, const std::string& labels_path
   return ex;
 }
 
+namespace {
+
+// One parsed CSV field: its value and where it is, for messages.
+struct CsvField {
+  double v;
+  int64_t col;
+  const char *a, *z;
+};
+
+// Splits the line [line_start, eol) at commas into `out`; each field must be a finite number.
+void split_csv_row(const std::string& path, int64_t line, const char* line_start, const char* eol, std::vector<CsvField>& out) {
+  out.clear();
+  for (const char* f = line_start;;) {
+    const char* comma = static_cast<const char*>(std::memchr(f, ',', static_cast<size_t>(eol - f)));
+    const char* a = f;
+    const char* z = comma ? comma : eol;
+    while (a < z && is_space(*a)) ++a;
+    while (z > a && is_space(z[-1])) --z;
+    const int64_t col = (a - line_start) + 1;
+    const size_t field = out.size() + 1;
+    double v = 0;
+    if (a == z) throw DataError(fmt::format("{}:{}:{}: field {} is empty", path, line, col, field));
+    if (!parse_number(a, z, v))
+      throw DataError(fmt::format("{}:{}:{}: field {} '{}' is not a number", path, line, col, field, shown(a, z)));
+    out.push_back({v, col, a, z});
+    if (!comma) return;
+    f = comma + 1;
+  }
+}
+
+}  // namespace
+
 Examples load_csv(const std::string& path, int64_t label_column, bool header) {
   if (label_column < -1) throw DataError(fmt::format("{}: label_column {} is invalid: use a 0-based column or -1 for the last", path, label_column));
   std::vector<uint8_t> bytes = read_data_file(path);
   const char* p = reinterpret_cast<const char*>(bytes.data());
   const char* end = p + bytes.size();
+  // A UTF-8 byte-order mark (spreadsheets write one) is skipped; columns count after it.
+  if (end - p >= 3 && std::memcmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;
   Examples ex;
   ex.origin = path;
   ex.labels_origin = path;
   ex.feature_type = ElemType::F32;
   int64_t width = -1, label_col = -1, width_line = 0, line = 0;
-  std::vector<double> row;
+  std::vector<CsvField> row;
   while (p < end) {
     const char* eol = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
     if (!eol) eol = end;
@@ -161,29 +221,8 @@ Examples load_csv(const std::string& path, int64_t label_column, bool header) {
     const char* q = line_start;
     while (q < eol && is_space(*q)) ++q;
     if (q == eol) continue;  // blank line
-    row.clear();
-    int64_t field = 0;
-    const char* f = line_start;
-    for (;;) {
-      const char* comma = static_cast<const char*>(std::memchr(f, ',', static_cast<size_t>(eol - f)));
-      const char* fe = comma ? comma : eol;
-      const char* a = f;
-      const char* z = fe;
-      while (a < z && is_space(*a)) ++a;
-      while (z > a && is_space(z[-1])) --z;
-      const int64_t col = (a - line_start) + 1;
-      double v = 0;
-      if (a == z) throw DataError(fmt::format("{}:{}:{}: field {} is empty", path, line, col, field + 1));
-      if (!parse_number(a, z, v))
-        throw DataError(fmt::format("{}:{}:{}: field {} '{}' is not a number", path, line, col, field + 1,
-                                    std::string(a, static_cast<size_t>(std::min<std::ptrdiff_t>(z - a, 40)))));
-      if (width >= 0 && field == label_col && (v != std::floor(v) || v < 0 || v > 2147483647.0))
-        throw DataError(fmt::format("{}:{}:{}: label '{}' is not a non-negative integer", path, line, col, std::string(a, z)));
-      row.push_back(v);
-      ++field;
-      if (!comma) break;
-      f = comma + 1;
-    }
+    split_csv_row(path, line, line_start, eol, row);
+    const auto field = static_cast<int64_t>(row.size());
     if (width < 0) {
       width = field;
       width_line = line;
@@ -192,15 +231,21 @@ Examples load_csv(const std::string& path, int64_t label_column, bool header) {
       if (label_col >= width)
         throw DataError(fmt::format("{}: label_column {} is out of range: rows have {} fields (0..{})", path, label_column, width, width - 1));
       ex.feature_shape = {width - 1};
-      double v = row[static_cast<size_t>(label_col)];
-      if (v != std::floor(v) || v < 0 || v > 2147483647.0)
-        throw DataError(fmt::format("{}:{}: label {} (field {}) is not a non-negative integer", path, line, v, label_col + 1));
     } else if (field != width) {
       throw DataError(fmt::format("{}:{}: row has {} fields, expected {} as on line {}", path, line, field, width, width_line));
     }
     for (int64_t i = 0; i < width; ++i) {
-      if (i == label_col) ex.labels.push_back(static_cast<int32_t>(row[static_cast<size_t>(i)]));
-      else ex.features.push_back(static_cast<float>(row[static_cast<size_t>(i)]));
+      const CsvField& c = row[static_cast<size_t>(i)];
+      if (i == label_col) {
+        if (c.v != std::floor(c.v) || c.v < 0 || c.v > 2147483647.0)
+          throw DataError(fmt::format("{}:{}:{}: label '{}' is not a non-negative integer", path, line, c.col, shown(c.a, c.z)));
+        ex.labels.push_back(static_cast<int32_t>(c.v));
+      } else if (std::fabs(c.v) > kMaxF32) {  // features are f32: the value would become infinite
+        throw DataError(fmt::format("{}:{}:{}: field {} '{}' is too large for f32 (at most {:g} in magnitude)", path, line,
+                                    c.col, i + 1, shown(c.a, c.z), kMaxF32));
+      } else {
+        ex.features.push_back(static_cast<float>(c.v));
+      }
     }
     ex.lines.push_back(line);
     ++ex.count;
@@ -214,8 +259,8 @@ namespace {
 Examples windows(const std::string& path, std::vector<int32_t> tokens, int64_t context, const char* unit) {
   if (context < 1) throw DataError(fmt::format("{}: context must be positive, got {}", path, context));
   const int64_t n = static_cast<int64_t>(tokens.size());
-  if (n < context + 1)
-    throw DataError(fmt::format("{}: {} {}, too few for one window of context + 1 = {}", path, n, unit, context + 1));
+  if (n - 1 < context)
+    throw DataError(fmt::format("{}: {} {}, too few for one window of context + 1 = {}", path, n, unit, static_cast<uint64_t>(context) + 1));
   Examples ex;
   ex.origin = path;
   ex.labels_origin = path;
