@@ -40,17 +40,15 @@ void check_buffer_id(const Program& p, uint32_t b, const std::string& what, bool
   if (b >= p.buffers.size()) fail(fmt::format("{} names buffer {}, but the program has {} buffers", what, b, p.buffers.size()));
 }
 
-std::string buffer_str(const Program& p, uint32_t b) {
-  const BufferDesc& d = p.buffers[b];
-  std::string s;
-  for (const SizeExpr& e : d.shape) s += (s.empty() ? "" : ",") + e.str(p.symbols);
-  return fmt::format("buffer {} ('{}') {}[{}]", b, printable(d.name), dtype_name(d.type), s);
-}
-
 std::string shape_of(const Program& p, ElemType t, const std::vector<SizeExpr>& shape) {
   std::string s;
   for (const SizeExpr& e : shape) s += (s.empty() ? "" : ",") + e.str(p.symbols);
   return fmt::format("{}[{}]", dtype_name(t), s);
+}
+
+std::string buffer_str(const Program& p, uint32_t b) {
+  const BufferDesc& d = p.buffers[b];
+  return fmt::format("buffer {} ('{}') {}", b, printable(d.name), shape_of(p, d.type, d.shape));
 }
 
 void check_buffers_and_kernels(const Program& p) {
