@@ -138,8 +138,10 @@ class Session {
   // The learning rate train_step feeds at the current step.
   double current_lr() const;
 
-  // CUDA only (RuntimeError on the CPU): per-instruction timing of the functions run from now
-  // on with CUDA events, and the figures of function `fn` so far (empty before it ran).
+  // Per-instruction timing of the functions run from now on (CUDA: events around each
+  // kernel and library call on its stream; CPU: the wall time of each instruction, its
+  // worker threads included), and the figures of function `fn` so far (empty before it
+  // ran). Turning it on starts the figures afresh; off, nothing is timed.
   void set_profiling(bool on);
   std::vector<cuda::InstrTime> profile(const std::string& fn) const;
 

@@ -89,9 +89,25 @@ TEST(CpuBackend, RunsOnTheStoreInPlaceAndCountsTheFedBytes) {
   expect_adds(*b, p, w);
   b->reset_peak_memory();
   EXPECT_EQ(b->memory_usage().inputs, 0);
-  const std::string no = "profiling needs a CUDA device; this session runs on the CPU";
-  EXPECT_EQ(message_of([&] { b->set_profiling(true); }), no);
-  EXPECT_EQ(message_of([&] { b->profile("f"); }), no);
+  // Profiling: nothing before a run; each run adds one timing per instruction; turning it
+  // on again starts afresh, and off stops the timing.
+  EXPECT_TRUE(b->profile("f").empty());
+  b->set_profiling(true);
+  for (int r = 0; r < 3; ++r) expect_adds(*b, p, w);
+  std::vector<rt::cuda::InstrTime> prof = b->profile("f");
+  ASSERT_EQ(prof.size(), p.functions[0].instrs.size());
+  for (const rt::cuda::InstrTime& t : prof) {
+    EXPECT_EQ(t.runs, 3) << t.name;
+    EXPECT_GE(t.ms, 0) << t.name;
+    EXPECT_EQ(t.bytes, 3 * kN * 4) << t.name << ": x, w and out";
+  }
+  EXPECT_EQ(prof[0].name, p.codelets[0].name);
+  EXPECT_TRUE(prof[0].codelet);
+  b->set_profiling(false);
+  expect_adds(*b, p, w);
+  EXPECT_EQ(b->profile("f")[0].runs, 3) << "off: not timed";
+  b->set_profiling(true);
+  EXPECT_EQ(b->profile("f")[0].runs, 0) << "on again: afresh";
 }
 
 class CudaBackendTest : public ::testing::Test {

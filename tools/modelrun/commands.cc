@@ -21,6 +21,7 @@
 #include "runtime/session/plan.h"
 #include "runtime/session/session.h"
 #include "tools/modelrun/divergence.h"
+#include "tools/modelrun/profile_table.h"
 #include "tools/modelrun/progress.h"
 #include "tools/modelrun/run_header.h"
 #include "tools/modelrun/fusion_bench.h"
@@ -558,7 +559,7 @@ int run_bench(const BenchOptions& o) {
     auto ds = open_data(l);
     const int64_t batch = step_batch(t, *step_fn);
     rt::SessionOptions so = session_options(o.common);
-    so.total_steps = o.warmup + o.steps;
+    so.total_steps = o.warmup + (o.profile ? 2 : 1) * o.steps;
     rt::Session s(l.program, so);
     note_memory_limit(s, o.common);
     rt::TrainLoader loader(ds, batch, l.example_shape, static_cast<uint64_t>(t.seed));
@@ -583,6 +584,11 @@ int run_bench(const BenchOptions& o) {
                s.threads(), static_cast<double>(o.steps) / total, static_cast<double>(o.steps * batch) / total,
                1e3 * median, static_cast<double>(s.memory_usage().peak()) / 1048576.0,
                static_cast<double>(predicted) / 1048576.0, s.on_cuda() ? s.device() : "cpu");
+    if (o.profile)  // timed apart from the figures above, which are the unprofiled step's
+      fmt::print("\n{}", profile_steps(s, o.steps, o.top, [&] {
+        rt::Batch b = loader.next();
+        return feed(l, b);
+      }));
     return 0;
   });
 }

@@ -51,6 +51,8 @@ struct BenchOptions {
   bool compare_fusion = false;         // --compare-fusion (tools/modelrun/fusion_bench.h)
   std::vector<std::string> more_files; // --compare-fusion: FILEs after the first
   std::string torch_json;              // --compare-fusion --torch-json FILE
+  bool profile = false;                // --profile: the time per kernel (tools/modelrun/profile_table.h)
+  int64_t top = 15;                    // --top N rows of it (0: all)
 };
 
 // Each returns the process exit status; errors are printed as "modelrun: error: ...".

@@ -100,6 +100,10 @@ int main(int argc, char** argv) {
   add_common(bench, b.common);
   bench->add_option("--steps", b.steps, "timed steps")->capture_default_str();
   bench->add_option("--warmup", b.warmup, "untimed steps first")->capture_default_str();
+  auto* profile = bench->add_flag("--profile", b.profile,
+                                  "then run the timed steps again with each kernel and library call timed, and print "
+                                  "where the step goes: kernel, fused nodes, source line, ms per step, share, bytes, GB/s");
+  bench->add_option("--top", b.top, "--profile: the rows to print, by time (0: all)")->capture_default_str()->needs(profile);
   auto* compare = bench->add_flag(
       "--compare-fusion", b.compare_fusion,
       "compile each model with kernel fusion on and off and run both on the same random batches: time per step, "

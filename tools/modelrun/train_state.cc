@@ -42,6 +42,7 @@ void check_options(const BenchOptions& o) {
   check_flag("--steps", "steps", std::optional<int64_t>(o.steps));
   if (o.warmup < 0)
     throw UsageError(fmt::format("--warmup: must be a non-negative integer (untimed steps before the timed ones), got {}", o.warmup));
+  if (o.top < 0) throw UsageError(fmt::format("--top: must be a non-negative integer (0: every row), got {}", o.top));
 }
 
 std::vector<rt::TensorSpec> persistent_specs(const rt::Session& s, bool with_state) {

@@ -19,10 +19,6 @@ class CpuRun final : public BackendRun {
   std::map<std::string, HostTensor> outputs_;
 };
 
-[[noreturn]] void no_profiling() {
-  throw RuntimeError("profiling needs a CUDA device; this session runs on the CPU");
-}
-
 }  // namespace
 
 CpuBackend::CpuBackend(const Program& program, std::vector<HostTensor>& persistent, ThreadPool& pool, bool arena,
@@ -45,6 +41,7 @@ std::unique_ptr<BackendRun> CpuBackend::start(const Function& fn, std::span<cons
   if (it == executors_.end()) {
     auto e = std::make_unique<Executor>(program_, fn, pool_, persistent_,
                                         ExecutorOptions{.arena = arena_, .allocator = &memory_});
+    if (profiling_) e->set_profiling(true);
     it = executors_.emplace(fn.name, std::move(e)).first;
   }
   return std::make_unique<CpuRun>(it->second->run(feeds, symbols));
@@ -62,8 +59,14 @@ void CpuBackend::reset_peak_memory() {
   input_peak_ = 0;
 }
 
-void CpuBackend::set_profiling(bool) { no_profiling(); }
+void CpuBackend::set_profiling(bool on) {
+  profiling_ = on;
+  for (auto& [name, e] : executors_) e->set_profiling(on);
+}
 
-std::vector<cuda::InstrTime> CpuBackend::profile(const std::string&) const { no_profiling(); }
+std::vector<cuda::InstrTime> CpuBackend::profile(const std::string& fn) const {
+  auto it = executors_.find(fn);
+  return it == executors_.end() ? std::vector<cuda::InstrTime>{} : it->second->profile();
+}
 
 }  // namespace modelc::rt

@@ -41,6 +41,7 @@ class CpuBackend final : public Backend {
   std::vector<HostTensor>& persistent_;
   ThreadPool& pool_;
   bool arena_;
+  bool profiling_ = false;
   // Declared before the executors, which free their arenas into it.
   HostRawAllocator raw_memory_;
   ImmediateEventBackend events_;

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -165,6 +167,20 @@ const std::vector<int64_t>& Executor::symbol_values() const { return layout_->fl
 
 const std::vector<std::pair<uint32_t, uint32_t>>& Executor::arena_hazards() const { return layout_->hazards; }
 
+void Executor::set_profiling(bool on) {
+  profiling_ = on;
+  if (!on) return;
+  profile_.assign(fn_.instrs.size(), {});
+  for (size_t i = 0; i < fn_.instrs.size(); ++i) {
+    const Instr& in = fn_.instrs[i];
+    cuda::InstrTime& t = profile_[i];
+    t.codelet = in.kind == Instr::Kind::Codelet;
+    t.name = t.codelet ? program_.codelets[in.codelet].name : in.op;
+    t.nodes = t.codelet ? program_.codelets[in.codelet].nodes : 1;
+    t.where = in.where;
+  }
+}
+
 void Executor::run_instr(size_t i) {
   const Instr& in = fn_.instrs[i];
   Layout& L = *layout_;
@@ -223,23 +239,28 @@ std::map<std::string, HostTensor> Executor::run(std::span<const HostTensor* cons
     if (L.fl.used(static_cast<uint32_t>(b)) && (r == BufferRole::Param || r == BufferRole::State))
       L.ptrs[b] = data_or_empty(persistent_[b]);
   }
+  // Each instruction runs once per run, so its profile entry has one writer.
+  auto timed = [&](size_t i) {
+    try {
+      if (!profiling_) return run_instr(i);
+      const auto start = std::chrono::steady_clock::now();
+      run_instr(i);
+      cuda::InstrTime& t = profile_[i];
+      t.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      ++t.runs;
+      t.bytes = 0;
+      for (uint32_t b : fn_.instrs[i].inputs)
+        if (b != kNoBuffer) t.bytes += static_cast<int64_t>(L.fl.bytes(b));
+      for (uint32_t b : fn_.instrs[i].outputs) t.bytes += static_cast<int64_t>(L.fl.bytes(b));
+    } catch (const RuntimeError& e) {
+      fail(e.what());
+    }
+  };
   if (runner_) {
-    std::function<void(uint32_t)> one = [&](uint32_t i) {
-      try {
-        run_instr(i);
-      } catch (const RuntimeError& e) {
-        fail(e.what());
-      }
-    };
+    std::function<void(uint32_t)> one = [&](uint32_t i) { timed(i); };
     runner_->run(by_stream_, L.events, one);
   } else {
-    for (size_t i = 0; i < fn_.instrs.size(); ++i) {
-      try {
-        run_instr(i);
-      } catch (const RuntimeError& e) {
-        fail(e.what());
-      }
-    }
+    for (size_t i = 0; i < fn_.instrs.size(); ++i) timed(i);
   }
   for (const auto& [from, to] : fn_.updates) {
     size_t n = static_cast<size_t>(persistent_[to].numel()) * dtype_bytes(persistent_[to].type);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "runtime/execution/cpu/streams.h"
+#include "runtime/execution/instr_time.h"
 #include "runtime/device/cpu/thread_pool.h"
 #include "runtime/base/error.h"
 #include "runtime/base/program.h"
@@ -75,6 +76,12 @@ class Executor {
   // on one stream.
   const std::vector<std::pair<uint32_t, uint32_t>>& arena_hazards() const;
 
+  // Profiling: with it on, every run adds each instruction's wall time (from its start on
+  // the calling thread or its stream's thread to its end, its worker threads included) to
+  // profile(); turning it on starts the figures afresh. Off, runs are not timed.
+  void set_profiling(bool on);
+  const std::vector<cuda::InstrTime>& profile() const { return profile_; }
+
  private:
   struct Layout;
   [[noreturn]] void fail(const std::string& msg) const;
@@ -95,6 +102,8 @@ class Executor {
   std::unique_ptr<StreamOrder> order_;
   std::vector<std::vector<uint32_t>> by_stream_;
   std::unique_ptr<StreamRunner> runner_;
+  bool profiling_ = false;
+  std::vector<cuda::InstrTime> profile_;
 };
 
 }  // namespace modelc::rt
