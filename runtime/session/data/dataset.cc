@@ -194,10 +194,11 @@ std::string first_bad_index(const Examples& ex, bool labels, int64_t limit) {
   for (int64_t k = first; k < last; ++k) {
     const int32_t v = ex.tokens[static_cast<size_t>(k)];
     if (!bad(v)) continue;
-    if (ex.text)
+    if (ex.text) {
+      const int32_t top = *std::max_element(ex.tokens.begin(), ex.tokens.end());  // the corpus's ids are 0..top
       return fmt::format("{}: the corpus has {} distinct bytes, so its token ids run to {}; byte {} (0-based) is id {}",
-                         ex.origin, *std::max_element(ex.tokens.begin(), ex.tokens.end()) + 1,
-                         *std::max_element(ex.tokens.begin(), ex.tokens.end()), k, v);
+                         ex.origin, top + 1, top, k, v);
+    }
     return fmt::format("{}: token {} (byte offset {}) is {}", ex.origin, k, 2 * k, v);
   }
   return "";
