@@ -185,14 +185,21 @@ OpRegistry::Builder& OpRegistry::Builder::math(std::string expr) {
   return scalar([expr = std::move(expr)](const Attrs&) { return expr; });
 }
 
+// An expression "none: REASON" says the op has no gradient in that input, and why.
 OpRegistry::Builder& OpRegistry::Builder::grad_exprs(std::vector<std::string> exprs) {
-  for (const std::string& e : exprs)
+  std::string reason;
+  for (std::string& e : exprs) {
+    if (e.rfind("none: ", 0) == 0) {
+      reason = e.substr(6);
+      e.clear();
+    }
     if (!e.empty()) parse_scalar(e);
+  }
   info_.grad_exprs = exprs;
   bool any = false;
   for (const std::string& e : exprs) any |= !e.empty();
   info_.grad = any ? expression_grad(std::move(exprs)) : GradFn{};
-  if (!any) info_.no_grad = "its result is bool";
+  if (!any) info_.no_grad = reason.empty() ? "its result is bool" : reason;
   return *this;
 }
 
