@@ -293,6 +293,7 @@ SVal Sema::apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLo
   if (!op_attrs(op, bound, attrs)) return SVal::error();
   InferFailure why;
   std::optional<NodeId> id;
+  const size_t first = g_->nodes.size();  // a composite op adds several nodes
   try {
     id = add_op(*g_, op.kind, inputs, std::move(attrs), loc, &why);
   } catch (const DimOverflow& e) {
@@ -303,9 +304,11 @@ SVal Sema::apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLo
     report_infer_failure(op, why, loc, bound, tensor_args, input_args);
     return SVal::error();
   }
-  Node& n = g_->nodes[*id];
-  new_node_defaults(n, loc);
-  n.checkpoint = n.checkpoint || checkpoint;
+  for (size_t k = first; k < g_->nodes.size(); ++k) {
+    Node& part = new_node_defaults(g_->nodes[k], loc);
+    part.checkpoint = part.checkpoint || checkpoint;
+  }
+  const Node& n = g_->nodes[*id];
   if (n.outputs.size() == 1) return SVal::tensor(Value{*id, 0}, loc);
   SVal tuple{SVal::Kind::Tuple};
   tuple.loc = loc;

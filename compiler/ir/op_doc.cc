@@ -12,6 +12,7 @@ std::string kind_of(const OpInfo& op) {
   switch (op.math) {
     case MathKind::Library: return "library";
     case MathKind::Scalar: return op.fusion == FusionKind::Broadcast ? "elementwise (broadcasting)" : "elementwise";
+    case MathKind::Composite: return "composite (of other ops)";
     case MathKind::Template: break;
   }
   switch (op.fusion) {
@@ -58,7 +59,8 @@ std::string op_reference_markdown() {
   for (const OpInfo& op : OpRegistry::get().all()) {
     if (!op.callable) continue;
     s += fmt::format("| `{}` | `{}` | {} | {} | {} | {} |\n", op.name, cell(op.signature_text), cell(op.summary),
-                     kind_of(op), autocast_of(op), op.grad ? "yes" : "no: " + op.no_grad);
+                     kind_of(op), autocast_of(op),
+                     op.expand ? "yes (its parts')" : op.grad ? "yes" : "no: " + op.no_grad);
   }
   return s;
 }

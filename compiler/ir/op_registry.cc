@@ -225,12 +225,17 @@ OpRegistry::OpRegistry() {
   register_nn_ops(*this);
   register_conv_ops(*this);
   register_grad_ops(*this);
+  register_loss_ops(*this);
+  register_composite_ops(*this);
   for (const OpInfo& op : ops_) {
     if (!op.infer || !op.reference)
       throw InternalError(fmt::format("op '{}' is registered without a shape rule or reference", op.name));
     if ((op.math == MathKind::Scalar) != static_cast<bool>(op.scalar))
       throw InternalError(fmt::format("op '{}': a scalar definition goes with MathKind::Scalar", op.name));
-    if (static_cast<bool>(op.grad) == !op.no_grad.empty())
+    if ((op.math == MathKind::Composite) != static_cast<bool>(op.expand))
+      throw InternalError(fmt::format("op '{}': an expansion goes with MathKind::Composite", op.name));
+    if (op.math == MathKind::Composite ? (op.grad || !op.no_grad.empty())
+                                       : static_cast<bool>(op.grad) == !op.no_grad.empty())
       throw InternalError(fmt::format("op '{}' needs a gradient rule or the reason it has none (no_grad)", op.name));
   }
 }
@@ -262,6 +267,17 @@ std::optional<NodeId> add_op(Graph& g, OpKind op, std::vector<Value> inputs, Att
     if (error) *error = {*ctx.error, ctx.error_input, ctx.error_attr};
     return std::nullopt;
   }
+  if (info.math == MathKind::Composite) {
+    if (ctx.out.size() != 1) throw InternalError(fmt::format("composite op '{}' must have one result", info.name));
+    const size_t first = g.nodes.size();
+    ExpandCtx x{g, inputs, attrs, ctx.out[0], loc};
+    const Value v = info.expand(x);
+    if (v.index != 0 || v.node < first || v.node >= g.nodes.size() || g.node(v.node).outputs.size() != 1 ||
+        !(g.type(v) == ctx.out[0]))
+      throw InternalError(fmt::format("the expansion of '{}' does not end in a new node of type {}", info.name,
+                                      ctx.out[0].str()));
+    return v.node;
+  }
   Node n;
   n.op = op;
   n.inputs = std::move(inputs);
@@ -269,6 +285,28 @@ std::optional<NodeId> add_op(Graph& g, OpKind op, std::vector<Value> inputs, Att
   n.outputs = std::move(ctx.out);
   n.loc = loc;
   return g.add(std::move(n));
+}
+
+Value ExpandCtx::op(OpKind k, std::vector<Value> inputs, Attrs attrs) {
+  InferFailure why;
+  const std::optional<NodeId> id = add_op(g, k, std::move(inputs), std::move(attrs), loc, &why);
+  if (!id) throw InternalError(fmt::format("a composite's part '{}' refuses its call: {}", op_name(k), why.message));
+  return Value{*id, 0};
+}
+
+Value ExpandCtx::op(OpKind k, std::vector<Value> inputs, std::initializer_list<std::pair<const char*, AttrValue>> attrs) {
+  Attrs a;
+  for (const auto& [name, value] : attrs) a.set(name, value);
+  return op(k, std::move(inputs), std::move(a));
+}
+
+Value ExpandCtx::number(double v, DType t) {
+  Node n;
+  n.op = OpKind::Constant;
+  n.attrs.set("value", v);
+  n.outputs = {TensorType{t, {}}};
+  n.loc = loc;
+  return Value{g.add(std::move(n)), 0};
 }
 
 bool normalize_axis(int64_t& axis, int rank) {

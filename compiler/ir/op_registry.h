@@ -26,6 +26,12 @@
 //              conformance test runs through every check (tests/conformance), and how NaN
 //              and infinities must propagate (`nonfinite`)
 //   summary    one line for `modelc --list-ops` and docs/ops.md
+//   expand     a composite op (MathKind::Composite: the losses, var, squeeze, ...) is built
+//              from other ops where it is called (add_op runs `expand`), so it never
+//              appears in a graph and its gradient is its parts'; its record keeps the
+//              signature, the shape rule (which checks the call and words the errors), a
+//              reference written apart (the oracle the expansion is checked against),
+//              examples and summary
 //
 // Records are written in compiler/ir/ops/*.cc, one file per op family; the elementwise ops
 // that are data alone, in compiler/ir/ops/elementwise.def.
@@ -48,7 +54,7 @@ namespace modelc {
 enum class FusionKind { Source, Elementwise, Broadcast, Injective, Reduction, Row, Opaque };
 
 // How an op is computed (see the top of this file).
-enum class MathKind { Template, Scalar, Library };
+enum class MathKind { Template, Scalar, Library, Composite };
 
 // How autocast (compiler/passes/autocast.h) treats an op under bf16 / fp16 precision:
 //   Lower   its float inputs are cast to the low type, it runs there (the library widens
@@ -127,6 +133,28 @@ using PointwiseFn = double (*)(const double* inputs, const Attrs& attrs);
 // FLOPs of one evaluation of the node, as a polynomial in the model's dims.
 using FlopsFn = std::function<Dim(const Graph&, const Node&)>;
 
+// What a composite op's expansion sees: the call's inputs (an absent optional one is
+// invalid), its attributes as the shape rule canonicalised them, and the rule's result
+// type, which the expansion's value must have.
+struct ExpandCtx {
+  Graph& g;
+  const std::vector<Value>& in;
+  const Attrs& attrs;
+  const TensorType& out;
+  SourceLoc loc;
+
+  const Value& input(int i) const { return in.at(static_cast<size_t>(i)); }
+  bool has_input(int i) const { return i < static_cast<int>(in.size()) && in[static_cast<size_t>(i)].valid(); }
+  const TensorType& type(Value v) const { return g.type(v); }
+  // A node of another op at the call's location; its shape rule must accept the call (the
+  // composite's own rule vouched for the inputs): an InternalError otherwise.
+  Value op(OpKind k, std::vector<Value> inputs, Attrs attrs = {});
+  Value op(OpKind k, std::vector<Value> inputs, std::initializer_list<std::pair<const char*, AttrValue>> attrs);
+  // A rank-0 constant of dtype t.
+  Value number(double v, DType t);
+};
+using ExpandFn = std::function<Value(ExpandCtx&)>;
+
 // Where an elementwise op's inputs are drawn for the conformance checks: uniform in
 // [lo, hi] (where the op is defined and smooth), or with step > 0 on the grid lo,
 // lo + step, ... (so that comparisons meet ties); with either_sign, the magnitudes are
@@ -197,6 +225,7 @@ struct OpInfo {
   // Every output element is a copy of an input element (reshape, transpose, slice, concat):
   // an index passed through such an op is still an index.
   bool moves_values = false;
+  ExpandFn expand;                  // MathKind::Composite: how the call is built from other ops
 };
 
 class OpRegistry {
@@ -231,6 +260,7 @@ class OpRegistry {
     Builder& internal() { info_.callable = false; return *this; }
     Builder& index_operand(IndexOperand o) { info_.index_operands.push_back(std::move(o)); return *this; }
     Builder& moves_values() { info_.moves_values = true; return *this; }
+    Builder& composite(ExpandFn f) { info_.expand = std::move(f); info_.math = MathKind::Composite; return *this; }
 
    private:
     OpInfo& info_;
@@ -249,7 +279,8 @@ inline std::string_view op_name(OpKind k) { return op_info(k).name; }
 void apply_defaults(const OpInfo& op, Attrs& attrs);
 
 // Creates a node of `op` with the given inputs and attributes in `g`: applies defaults,
-// runs the shape rule and appends the node. On failure returns nullopt and leaves the
+// runs the shape rule and appends the node (a composite op: the nodes of its expansion,
+// the last of which, returned, holds its result). On failure returns nullopt and leaves the
 // InferCtx's error in *error (with the blamed input / attribute).
 struct InferFailure {
   std::string message;
@@ -262,6 +293,9 @@ std::optional<NodeId> add_op(Graph& g, OpKind op, std::vector<Value> inputs, Att
 // Helpers shared by the op families' shape rules.
 // Normalises axis (may be negative) against rank; false if out of range.
 bool normalize_axis(int64_t& axis, int rank);
+// A reduction's rule: x float (or i32 with int_ok), attribute "axes" canonicalised (sorted,
+// non-negative, unique; every axis when none are given), "keepdims" honoured.
+void infer_reduction(InferCtx& ctx, std::string_view name, bool int_ok);
 // numpy broadcasting of two shapes; nullopt (with a reason) when they do not broadcast.
 std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b, std::string* why = nullptr);
 
@@ -280,5 +314,7 @@ void register_shape_ops(OpRegistry& r);
 void register_nn_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
 void register_grad_ops(OpRegistry& r);  // one_hot and the ops gradients are built from
+void register_loss_ops(OpRegistry& r);  // composites: mse_loss, bce_with_logits, ...
+void register_composite_ops(OpRegistry& r);  // composites: var, logsumexp, squeeze, clamp, ...
 
 }  // namespace modelc

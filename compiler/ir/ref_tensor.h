@@ -36,4 +36,18 @@ struct RefTensor {
   std::string shape_str() const;
 };
 
+// The flat index, in a tensor of shape `in` that broadcasts to `out` (numpy rules), of the
+// element that output element `i` reads.
+inline int64_t broadcast_index(const std::vector<int64_t>& out, const std::vector<int64_t>& in, int64_t i) {
+  int64_t at = 0, stride = 1;
+  for (size_t k = 0; k < out.size() && k < in.size(); ++k) {
+    const int64_t idx = i % out[out.size() - 1 - k];
+    i /= out[out.size() - 1 - k];
+    const int64_t extent = in[in.size() - 1 - k];
+    if (extent != 1) at += idx * stride;
+    stride *= extent;
+  }
+  return at;
+}
+
 }  // namespace modelc

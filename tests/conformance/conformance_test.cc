@@ -9,7 +9,10 @@
 //   (e) NaN and infinities propagate as the reference says, fused and unfused;
 //   (f) index operands: the limit the record declares is the one the reference enforces,
 //       the lowering records it on the input, and a kernel never answers a bad index with
-//       a finite number; value movers only move values.
+//       a finite number; value movers only move values;
+//   (g) every composite op's expansion, run by the reference interpreter, against the op's
+//       own reference (written apart from the expansion), on its inputs and with NaN and
+//       infinities among them.
 // Adding an op to a table adds it to every check; no list of ops is kept here. The seed is
 // printed (MODELC_TEST_SEED replays a run).
 #include <fmt/format.h>
@@ -81,7 +84,7 @@ TEST(Conformance, LoweredCpuCodeMatchesTheReference) {
 TEST(Conformance, GradientsMatchCentralDifferences) {
   int checked = 0;
   for (const Case& c : all_cases()) {
-    if (!c.op->grad || !c.ex.grad) continue;
+    if ((!c.op->grad && c.op->math != MathKind::Composite) || !c.ex.grad) continue;
     SCOPED_TRACE(c.name());
     const auto inputs = rounded_inputs(c);
     Graph g = graph_of(c, inputs, false);
@@ -309,6 +312,48 @@ TEST(Conformance, ValueMoversOnlyMoveValues) {
     for (const auto& [name, t] : interpret(g, feeds_of(inputs), reference_options()).outputs)
       for (double v : t.data) EXPECT_TRUE(have.count(v)) << name << " holds " << v << ", which no input holds";
     ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// (g) The composite's reference on the call's inputs, with the attributes its shape rule
+// canonicalised.
+RefTensor composite_reference(const Case& c, const std::vector<std::optional<RefTensor>>& inputs) {
+  Node n;
+  n.op = c.op->kind;
+  n.attrs = c.ex.attrs;
+  apply_defaults(*c.op, n.attrs);
+  std::vector<TensorType> types;
+  for (const auto& t : inputs) types.push_back(t ? type_of(*t) : TensorType{});
+  InferCtx ctx{{}, n.attrs, {}, {}, -1, {}};
+  for (size_t i = 0; i < inputs.size(); ++i) ctx.in.push_back(inputs[i] ? &types[i] : nullptr);
+  c.op->infer(ctx);
+  if (ctx.failed()) throw InternalError(c.name() + ": " + *ctx.error);
+  n.outputs = ctx.out;
+  std::vector<RefTensor> out;
+  for (const TensorType& t : n.outputs) out.emplace_back(t.dtype, concrete_shape(t.shape, {}));
+  std::vector<const RefTensor*> in;
+  for (const auto& t : inputs) in.push_back(t ? &*t : nullptr);
+  const InterpOptions o = reference_options();
+  RefCtx rc{n, std::move(in), out, o};
+  c.op->reference(rc);
+  return out.at(0);
+}
+
+TEST(Conformance, CompositesMatchTheirReference) {
+  int checked = 0;
+  for (const Case& c : all_cases()) {
+    if (c.op->math != MathKind::Composite) continue;
+    for (bool specials : {false, true}) {
+      SCOPED_TRACE(c.name() + (specials ? " with NaN/inf inputs" : ""));
+      auto inputs = rounded_inputs(c);
+      if (specials && !inject_specials(inputs)) continue;
+      Graph g = graph_of(c, inputs, false);
+      const RefTensor want = composite_reference(c, inputs);
+      const RefTensor got = interpret(g, feeds_of(inputs), reference_options()).outputs.at("out0");
+      expect_close(got, want, input_scale(inputs), "the expansion");
+      ++checked;
+    }
   }
   EXPECT_GT(checked, 0);
 }

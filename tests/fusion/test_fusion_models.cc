@@ -157,6 +157,9 @@ TEST(FusionNumerics, InPlaceAndHorizontalAdamWStepsEqualPerParameterCopiedBack) 
 
 TEST(FusionNumerics, FashionMlpTrainStep) { check_model({"fashion_mlp.model", {}, 10}); }
 TEST(FusionNumerics, FashionCnnTrainStep) { check_model({"fashion_cnn.model", {}, 10}); }
+// Every composite op, with a symbolic batch (var over it divides by a count known only when
+// the step runs).
+TEST(FusionNumerics, CompositesTrainStep) { check_model({"../tests/fusion/composites.model", {}, 1}); }
 TEST(FusionNumerics, CharGptTrainStep) { check_model({"char_gpt.model", {{"T", "8"}, {"C", "24"}, {"L", "2"}}, 96}); }
 
 }  // namespace

@@ -18,7 +18,9 @@ namespace {
 
 enum class Reduce { Sum, Mean, Max };
 
-void infer_reduce(InferCtx& ctx, std::string_view name, bool int_ok) {
+}  // namespace
+
+void infer_reduction(InferCtx& ctx, std::string_view name, bool int_ok) {
   const TensorType& x = ctx.input(0);
   if (!is_float(x.dtype) && !(int_ok && x.dtype == DType::I32))
     return ctx.fail(fmt::format("{} expects a floating-point{} tensor, got {}", name,
@@ -49,6 +51,8 @@ void infer_reduce(InferCtx& ctx, std::string_view name, bool int_ok) {
   ctx.attrs.set("axes", std::move(axes));
   ctx.out = {TensorType{x.dtype, std::move(out)}};
 }
+
+namespace {
 
 void ref_reduce(RefCtx& c, Reduce kind) {
   const RefTensor& x = c.input(0);
@@ -123,7 +127,7 @@ void def_reduce(OpRegistry& r, OpKind k, std::string name, Reduce kind, bool int
   r.def(k)
       .signature("x: tensor, axes: ints = [], keepdims: bool = false")
       .fusion(FusionKind::Reduction)
-      .infer([name, int_ok](InferCtx& ctx) { infer_reduce(ctx, name, int_ok); })
+      .infer([name, int_ok](InferCtx& ctx) { infer_reduction(ctx, name, int_ok); })
       .reference([kind](RefCtx& c) { ref_reduce(c, kind); })
       .grad(std::move(grad))
       .examples([int_ok](ExampleRng& rng) { return reduce_examples(rng, int_ok); })
