@@ -260,6 +260,8 @@ rt::Init lower_init(const Attrs& a) {
     init.kind = rt::Init::Kind::Zeros;
   } else if (kind == "ones") {
     init.kind = rt::Init::Kind::Ones;
+  } else if (kind == "constant") {
+    init = {rt::Init::Kind::Constant, a.f("value"), 0.0};
   } else if (kind == "normal") {
     init = {rt::Init::Kind::Normal, a.f("mean"), a.f("std")};
   } else if (kind == "uniform") {

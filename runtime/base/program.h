@@ -54,8 +54,8 @@ enum class BufferRole : uint8_t {
 // How a parameter starts. The compiler reduces kaiming/xavier to normal/uniform with the
 // bounds computed, so the runtime only knows these four.
 struct Init {
-  enum class Kind : uint8_t { Zeros, Ones, Normal, Uniform } kind = Kind::Zeros;
-  double a = 0, b = 0;  // normal: mean, std; uniform: low, high
+  enum class Kind : uint8_t { Zeros, Ones, Normal, Uniform, Constant } kind = Kind::Zeros;
+  double a = 0, b = 0;  // normal: mean, std; uniform: low, high; constant: the value
 };
 
 struct BufferDesc {

@@ -61,7 +61,7 @@ void check_buffers_and_kernels(const Program& p) {
     const std::string what = fmt::format("buffer {} ('{}')", i, printable(b.name));
     if (static_cast<uint8_t>(b.type) > static_cast<uint8_t>(ElemType::Bool)) fail(what + " has an invalid element type");
     if (static_cast<uint8_t>(b.role) > static_cast<uint8_t>(BufferRole::Temp)) fail(what + " has an invalid role");
-    if (static_cast<uint8_t>(b.init.kind) > static_cast<uint8_t>(Init::Kind::Uniform))
+    if (static_cast<uint8_t>(b.init.kind) > static_cast<uint8_t>(Init::Kind::Constant))
       fail(what + " has an invalid initializer");
     if (b.role == BufferRole::State && (b.init.kind != Init::Kind::Zeros || b.init.a != 0 || b.init.b != 0))
       fail(what + " is optimizer state, which starts at zero, but has an initializer");

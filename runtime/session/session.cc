@@ -39,7 +39,7 @@ std::vector<int64_t> constant_shape(const BufferDesc& d) {
 
 void init_parameter(HostTensor& t, const Init& init, uint64_t seed, const std::string& name, ThreadPool& pool) {
   if (t.type != ElemType::F32 && init.kind != Init::Kind::Zeros)
-    throw RuntimeError(fmt::format("parameter '{}': only f32 parameters can be initialised with ones/normal/uniform, "
+    throw RuntimeError(fmt::format("parameter '{}': only f32 parameters can be initialised with ones/constant/normal/uniform, "
                                    "it is {}", name, dtype_name(t.type)));
   if (init.kind == Init::Kind::Zeros) {
     std::fill(t.bytes.begin(), t.bytes.end(), 0);
@@ -53,7 +53,7 @@ void init_parameter(HostTensor& t, const Init& init, uint64_t seed, const std::s
     for (int64_t i = lo; i < hi; ++i) {
       auto u = static_cast<uint64_t>(i);
       PhiloxCounter w = philox4x32_10({static_cast<uint32_t>(u), static_cast<uint32_t>(u >> 32), 0x1A17u, 0u}, key);
-      double v = 1.0;
+      double v = kind == Init::Kind::Constant ? a : 1.0;
       if (kind == Init::Kind::Uniform) {
         v = a + (b - a) * (static_cast<double>(w[0]) / 4294967296.0);
         // [low, high) in f32: a double just below high can round up to it.

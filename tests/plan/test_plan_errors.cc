@@ -319,7 +319,7 @@ TEST_F(PlanErrors, InconsistentPrograms) {
       {"appears twice", [](rt::Program& p) { p.symbols.push_back(p.symbols[0]); }},
       {"invalid element type", [](rt::Program& p) { p.buffers[0].type = static_cast<rt::ElemType>(9); }, true},
       {"invalid role", [](rt::Program& p) { p.buffers[0].role = static_cast<rt::BufferRole>(5); }, true},
-      {"invalid initializer", [](rt::Program& p) { p.buffers[0].init.kind = static_cast<rt::Init::Kind>(4); }, true},
+      {"invalid initializer", [](rt::Program& p) { p.buffers[0].init.kind = static_cast<rt::Init::Kind>(5); }, true},
       {"has index limit 5, but only an i32 input may have one", [](rt::Program& p) { p.buffers[0].index_limit = 5; }},
       {"has index limit -3, but only an i32 input may have one, and it must be positive", [](rt::Program& p) {
          for (rt::BufferDesc& b : p.buffers)

@@ -113,6 +113,18 @@ TEST(Session, InitStatistics) {
   for (int64_t i = 0; i < m.numel(); ++i) ASSERT_EQ(m.f32()[i], 0.0f);
 }
 
+// constant(value) in the language (lower_init): every element is the value.
+TEST(Session, ConstantInitializerFillsTheValue) {
+  ProgramBuilder b;
+  b.p.model = "toy";
+  b.buffer("c", BufferRole::Param, {b.dim(5), b.dim(3)}, ElemType::F32, {Init::Kind::Constant, -0.375, 0});
+  b.function("train_step");
+  b.function("eval");
+  Session s(std::make_shared<const Program>(std::move(b.p)), {.threads = 1});
+  HostTensor c = s.param("c");
+  for (int64_t i = 0; i < c.numel(); ++i) ASSERT_EQ(c.f32()[i], -0.375f);
+}
+
 TEST(Session, ParamAndStateAccess) {
   Session s(make_program(), {.threads = 1});
   EXPECT_EQ(s.param_names(), (std::vector<std::string>{"w", "u", "ones", "zeros"}));
