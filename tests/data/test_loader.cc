@@ -73,6 +73,44 @@ TEST(Dataset, IdxWithTestFilesAndRelativePaths) {
   EXPECT_EQ(seen, (std::vector<int>{200, 201, 202, 203, 204, 205, 206}));
 }
 
+// csv() for a model whose target input is f32: the label column is a float target (any
+// finite value), batched as f32 beside the features; other sources refuse an f32 target.
+TEST(Dataset, CsvFloatTargetsForRegression) {
+  TempDir dir;
+  std::string text;
+  std::vector<float> targets;
+  auto rng = testing::test_rng(3);
+  std::uniform_real_distribution<double> u(-50, 50);
+  for (int i = 0; i < 20; ++i) {
+    targets.push_back(static_cast<float>(u(rng)));
+    text += fmt::format("{},{},{}\n", i, 2 * i, targets.back());
+  }
+  testing::write_file(dir / "r.csv", text);
+  DataSpec spec{"csv", {{"path", "r.csv"}}, {{"normalize", 0}}, {}};
+  auto ds = Dataset::open(spec, dir.path().string(), 1, 0.25, ElemType::F32);
+  EXPECT_EQ(ds->label_type(), ElemType::F32);
+  EvalLoader ev(ds, Split::Train, 4, {2}, 0);
+  int64_t seen = 0;
+  while (auto b = ev.next()) {
+    ASSERT_EQ(b->labels.type, ElemType::F32);
+    for (int64_t i = 0; i < b->size(); ++i) {
+      const auto row = static_cast<size_t>(b->features.f32()[i * 2]);  // column 0 is the row number
+      EXPECT_EQ(b->labels.f32()[i], std::stof(fmt::format("{}", targets[row]))) << "row " << row;
+      ++seen;
+    }
+  }
+  EXPECT_EQ(seen, ds->size(Split::Train));
+  // The same file for a classifier: the targets are not class numbers.
+  testing::expect_error<DataError>([&] { Dataset::open(spec, dir.path().string(), 1, 0.25); },
+                                   {"r.csv:1:", "is not a non-negative integer"});
+  testing::expect_error<DataError>([&] { Dataset::open(make_idx(dir, 10), dir.path().string(), 1, 0.25, ElemType::F32); },
+                                   {"idx() gives class labels (i32), but the model's target input is f32"});
+  testing::write_file(dir / "big.csv", "1,2,1e39\n");
+  testing::expect_error<DataError>([&] { Dataset::open(DataSpec{"csv", {{"path", "big.csv"}}, {}, {}}, dir.path().string(),
+                                                       1, 0.25, ElemType::F32); },
+                                   {"big.csv:1:5:", "target '1e39' is too large for f32"});
+}
+
 TEST(Dataset, HeldOutSplitIsDisjointSeededAndSized) {
   TempDir dir;
   DataSpec spec = make_idx(dir, 40);

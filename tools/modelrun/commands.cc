@@ -21,6 +21,7 @@
 #include "runtime/session/plan.h"
 #include "runtime/session/session.h"
 #include "tools/modelrun/divergence.h"
+#include "tools/modelrun/evaluate.h"
 #include "tools/modelrun/profile_table.h"
 #include "tools/modelrun/progress.h"
 #include "tools/modelrun/run_header.h"
@@ -143,8 +144,10 @@ Loaded compile(const CommonOptions& c, bool train) {
                                            c.file, l.features, f.shape[k].str(p.symbols)));
     l.example_shape.push_back(f.shape[k].eval({}));
   }
-  if (p.buffers[eval->feeds[1].buffer].type != rt::ElemType::I32)
-    throw std::runtime_error(fmt::format("{}: input '{}' must be i32 (class labels or target tokens)", c.file, l.labels));
+  const rt::ElemType lt = p.buffers[eval->feeds[1].buffer].type;
+  if (lt != rt::ElemType::I32 && lt != rt::ElemType::F32)
+    throw std::runtime_error(fmt::format("{}: input '{}' must be i32 (class labels or target tokens) or f32 (regression "
+                                         "targets from csv())", c.file, l.labels));
   return l;
 }
 
@@ -187,7 +190,9 @@ void override_data(rt::TrainSettings& t, const std::vector<std::string>& data) {
 std::shared_ptr<const rt::Dataset> open_data(const Loaded& l) {
   const rt::TrainSettings& t = l.program->train;
   if (!t.data) throw std::runtime_error(fmt::format("model '{}' has no data source (train {{ data = ... }})", l.program->model));
-  auto ds = rt::Dataset::open(*t.data, l.base_dir, static_cast<uint64_t>(t.seed), t.validation);
+  const rt::Function& e = *l.program->function("eval");
+  auto ds = rt::Dataset::open(*t.data, l.base_dir, static_cast<uint64_t>(t.seed), t.validation,
+                              l.program->buffers[e.feeds[1].buffer].type);
   ds->check_input(l.features, l.program->buffers[l.program->function("eval")->feeds[0].buffer].type, l.example_shape);
   // Labels and ids the model indexes with: checked once here, so that the error names the
   // file and the example (the session checks every batch again, by position).
@@ -203,41 +208,8 @@ std::map<std::string, rt::HostTensor> feed(const Loaded& l, rt::Batch& b) {
   return m;
 }
 
-struct EvalResult {
-  double loss = 0, accuracy = NAN;
-  int64_t examples = 0;
-};
-
-// One pass over the held-out split: the example-weighted mean loss, and the accuracy when
-// the model outputs `logits` whose leading dims are the labels'.
 EvalResult evaluate(rt::Session& s, const Loaded& l, const std::shared_ptr<const rt::Dataset>& ds, int64_t batch) {
-  rt::EvalLoader loader(ds, rt::Split::Heldout, batch, l.example_shape);
-  EvalResult r;
-  double loss_sum = 0;
-  int64_t correct = 0, predictions = 0;
-  while (auto b = loader.next()) {
-    int64_t n = b->size();
-    rt::HostTensor labels = b->labels;
-    auto out = s.eval(feed(l, *b));
-    loss_sum += static_cast<double>(out.at("loss").f32()[0]) * static_cast<double>(n);
-    r.examples += n;
-    auto it = out.find("logits");
-    if (it != out.end() && it->second.shape.size() == labels.shape.size() + 1 &&
-        it->second.numel() == labels.numel() * it->second.shape.back()) {
-      int64_t classes = it->second.shape.back();
-      const float* lg = it->second.f32();
-      for (int64_t i = 0; i < labels.numel(); ++i) {
-        int64_t best = 0;
-        for (int64_t k = 1; k < classes; ++k)
-          if (lg[i * classes + k] > lg[i * classes + best]) best = k;
-        correct += best == labels.i32()[i];
-        ++predictions;
-      }
-    }
-  }
-  r.loss = r.examples ? loss_sum / static_cast<double>(r.examples) : NAN;
-  if (predictions) r.accuracy = static_cast<double>(correct) / static_cast<double>(predictions);
-  return r;
+  return modelrun::evaluate(s, EvalFeeds{l.features, l.labels, l.example_shape}, ds, batch);
 }
 
 rt::NamedTensors persistent_tensors(const rt::Session& s, bool with_state) {
@@ -295,8 +267,6 @@ void apply_common(rt::TrainSettings& t, const CommonOptions& c) {
   override_data(t, c.data);
 }
 
-std::string fmt_acc(double a) { return std::isnan(a) ? "" : fmt::format("  accuracy {:.2f}%", 100 * a); }
-
 int guarded(const std::function<int()>& body) {
   try {
     return body();
@@ -351,12 +321,8 @@ struct TrainLoop {
     last_eval = evaluate(s, l, ds, micro_batch(t));
     evaluated = true;
     bar.line(fmt::format("step {}: held-out loss {:.4f}{} ({} examples)", s.step(), last_eval.loss,
-                         fmt_acc(last_eval.accuracy), last_eval.examples));
-    std::vector<std::pair<std::string, double>> row = {{"step", static_cast<double>(s.step())},
-                                                       {"loss", last_eval.loss},
-                                                       {"examples", static_cast<double>(last_eval.examples)}};
-    if (!std::isnan(last_eval.accuracy)) row.emplace_back("accuracy", last_eval.accuracy);
-    metrics.write("eval", row);
+                         eval_summary(last_eval), last_eval.examples));
+    metrics.write("eval", eval_row(last_eval, s.step()));
     if (!ckpt_path.empty()) {
       rt::save_checkpoint(ckpt_path, persistent_tensors(s, true), checkpoint_metadata(s, shape, loader.position()));
     }
@@ -482,6 +448,7 @@ int run_train(const TrainOptions& o) {
     if (!o.metrics.empty()) {
       std::vector<std::string> columns = {"step", "epoch", "loss", "lr", "grad_norm", "samples_per_second", "accuracy", "examples"};
       if (scaling) columns.insert(columns.begin() + 5, {"loss_scale", "skipped"});
+      for (const std::string& m : metric_names(*l.program)) columns.push_back(m);
       metrics = MetricsWriter(o.metrics, columns);
     }
 
@@ -497,7 +464,7 @@ int run_train(const TrainOptions& o) {
                                        : fmt::format("{} (of {}, from step {})", count_of(total - first, "step"), total, first);
     fmt::print("{}: {} in {}, {:.0f} samples/s on {}\n", l.program->model, ran, format_duration(bar.elapsed_seconds()),
                bar.samples_per_second(), count_of(s.threads(), "thread"));
-    fmt::print("held-out: loss {:.4f}{} on {} examples\n", last_eval.loss, fmt_acc(last_eval.accuracy), last_eval.examples);
+    fmt::print("held-out: loss {:.4f}{} on {} examples\n", last_eval.loss, eval_summary(last_eval), last_eval.examples);
     if (scaling)
       fmt::print("fp16 loss scaling: {} of {} steps skipped (inf/NaN gradients), scale {:g} at the end\n", loop.skipped,
                  loop.scaled_steps, loop.loss_scale);
@@ -542,7 +509,7 @@ int run_eval(const EvalOptions& o) {
     for (const std::string& n : s.param_names()) s.set_param(n, *c.find(n));
     EvalResult r = evaluate(s, l, ds, micro_batch(l.program->train));
     if (!std::isfinite(r.loss)) throw std::runtime_error(non_finite_eval(s, o.checkpoint, r));
-    fmt::print("{}: held-out loss {:.4f}{} on {} examples\n", l.program->model, r.loss, fmt_acc(r.accuracy), r.examples);
+    fmt::print("{}: held-out loss {:.4f}{} on {} examples\n", l.program->model, r.loss, eval_summary(r), r.examples);
     return 0;
   });
 }

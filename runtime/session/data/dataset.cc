@@ -72,8 +72,14 @@ int64_t numel(const std::vector<int64_t>& s) {
 }  // namespace
 
 std::shared_ptr<const Dataset> Dataset::open(const DataSpec& spec, const std::string& base_dir, uint64_t seed,
-                                             double validation) {
+                                             double validation, ElemType label_type) {
   auto path = [&](const std::string& p) { return resolve_data_path(base_dir, p); };
+  if (label_type != ElemType::I32 && (label_type != ElemType::F32 || spec.kind != "csv"))
+    throw DataError(fmt::format("data source {}() gives {}, but the model's target input is {}: {}", spec.kind,
+                                spec.kind == "idx" ? "class labels (i32)" : spec.kind == "csv" ? "i32 or f32 targets" : "target tokens (i32)",
+                                dtype_name(label_type),
+                                spec.kind == "csv" ? "declare it f32 (regression) or i32 (classes)"
+                                                   : "declare it i32, or use csv() for float targets"));
   if (spec.kind == "idx") {
     const bool normalize = int_arg(spec, "normalize", 1) != 0;
     Examples train = load_idx(path(str_arg(spec, "images")), path(str_arg(spec, "labels")), normalize);
@@ -90,7 +96,8 @@ std::shared_ptr<const Dataset> Dataset::open(const DataSpec& spec, const std::st
     return std::make_shared<Dataset>(std::move(train), std::move(test), Vocab{}, seed, validation, false);
   }
   if (spec.kind == "csv") {
-    Examples all = load_csv(path(str_arg(spec, "path")), int_arg(spec, "label_column", -1), int_arg(spec, "header", 0) != 0);
+    Examples all = load_csv(path(str_arg(spec, "path")), int_arg(spec, "label_column", -1), int_arg(spec, "header", 0) != 0,
+                            label_type);
     const bool normalize = int_arg(spec, "normalize", 1) != 0;
     return std::make_shared<Dataset>(std::move(all), std::nullopt, Vocab{}, seed, validation, normalize);
   }
@@ -180,7 +187,7 @@ namespace {
 std::string first_bad_index(const Examples& ex, bool labels, int64_t limit) {
   auto bad = [&](int32_t v) { return v < 0 || v >= limit; };
   if (ex.context == 0) {
-    if (!labels) return "";  // dense features are f32, never indices
+    if (!labels || ex.label_type != ElemType::I32) return "";  // dense features and targets are f32, never indices
     for (int64_t i = 0; i < ex.count; ++i) {
       const int32_t v = ex.labels[static_cast<size_t>(i)];
       if (!bad(v)) continue;
@@ -234,18 +241,20 @@ void Dataset::gather(Split split, std::span<const int64_t> pos, const std::vecto
   fshape.insert(fshape.end(), example_shape.begin(), example_shape.end());
   lshape.insert(lshape.end(), src.label_shape.begin(), src.label_shape.end());
   features = HostTensor(src.feature_type, fshape);
-  labels = HostTensor(ElemType::I32, lshape);
+  labels = HostTensor(src.label_type, lshape);
   const int64_t fb = src.feature_numel() * static_cast<int64_t>(dtype_bytes(src.feature_type));
   const int64_t ln = src.label_numel();
   for (int64_t b = 0; b < n; ++b) {
     const int64_t p = pos[static_cast<size_t>(b)];
     if (p < 0 || p >= static_cast<int64_t>(idx.size()))
       throw DataError(fmt::format("{}: position {} outside the {} split ({} examples)", origin(), p, split_name(split), idx.size()));
-    src.copy(idx[static_cast<size_t>(p)], features.bytes.data() + b * fb, labels.i32() + b * ln);
+    src.copy(idx[static_cast<size_t>(p)], features.bytes.data() + b * fb,
+             labels.bytes.data() + b * ln * static_cast<int64_t>(dtype_bytes(src.label_type)));
   }
 }
 
 double Dataset::unigram_entropy() const {
+  if (train_->label_type != ElemType::I32) return std::nan("");
   std::vector<double> counts;
   auto add = [&](int32_t t) {
     if (t < 0) return;

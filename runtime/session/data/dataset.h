@@ -41,9 +41,11 @@ std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, uint64_t stream)
 class Dataset {
  public:
   // Reads the source `spec` names (relative paths resolved against base_dir, the .model
-  // file's directory) and splits it. Throws DataError.
+  // file's directory) and splits it. `label_type`: the dtype of the model's target input,
+  // i32 (class labels, target tokens) or f32 (regression targets: csv only). Throws
+  // DataError.
   static std::shared_ptr<const Dataset> open(const DataSpec& spec, const std::string& base_dir, uint64_t seed,
-                                             double validation);
+                                             double validation, ElemType label_type = ElemType::I32);
   // From examples in memory: `test` is the held-out set, or nullopt to split `all` as above
   // (windowed examples: the tail in order; dense ones: shuffled once). `standardize`: csv's
   // per-column standardisation with training statistics.
@@ -55,6 +57,7 @@ class Dataset {
   ElemType feature_type() const { return train_->feature_type; }
   const std::vector<int64_t>& feature_shape() const { return train_->feature_shape; }
   const std::vector<int64_t>& label_shape() const { return train_->label_shape; }
+  ElemType label_type() const { return train_->label_type; }
   int64_t feature_numel() const { return train_->feature_numel(); }
   bool windowed() const { return train_->context > 0; }
   // text: the characters; tokens: the size only; idx/csv: size 0.
@@ -83,7 +86,7 @@ class Dataset {
 
   // The entropy in nats of the empirical distribution of the training split's targets
   // (windowed sources: every target token of every training window; dense: the class labels):
-  // the loss of the best model that ignores its inputs.
+  // the loss of the best model that ignores its inputs. NaN for f32 targets.
   double unigram_entropy() const;
 
  private:

@@ -25,7 +25,7 @@ int64_t Examples::label_numel() const {
   return n;
 }
 
-void Examples::copy(int64_t i, void* features_out, int32_t* labels_out) const {
+void Examples::copy(int64_t i, void* features_out, void* labels_out) const {
   if (i < 0 || i >= count) throw DataError(fmt::format("{}: example {} out of range (the source has {})", origin, i, count));
   if (context > 0) {
     const int32_t* w = tokens.data() + i * context;
@@ -35,7 +35,8 @@ void Examples::copy(int64_t i, void* features_out, int32_t* labels_out) const {
   }
   const int64_t n = feature_numel();
   std::memcpy(features_out, features.data() + i * n, static_cast<size_t>(n) * sizeof(float));
-  *labels_out = labels[static_cast<size_t>(i)];
+  if (label_type == ElemType::F32) std::memcpy(labels_out, &targets[static_cast<size_t>(i)], sizeof(float));
+  else std::memcpy(labels_out, &labels[static_cast<size_t>(i)], sizeof(int32_t));
 }
 
 char Vocab::char_of(int32_t id) const {
@@ -198,7 +199,7 @@ void split_csv_row(const std::string& path, int64_t line, const char* line_start
 
 }  // namespace
 
-Examples load_csv(const std::string& path, int64_t label_column, bool header) {
+Examples load_csv(const std::string& path, int64_t label_column, bool header, ElemType label_type) {
   if (label_column < -1) throw DataError(fmt::format("{}: label_column {} is invalid: use a 0-based column or -1 for the last", path, label_column));
   std::vector<uint8_t> bytes = read_data_file(path);
   const char* p = reinterpret_cast<const char*>(bytes.data());
@@ -209,6 +210,7 @@ Examples load_csv(const std::string& path, int64_t label_column, bool header) {
   ex.origin = path;
   ex.labels_origin = path;
   ex.feature_type = ElemType::F32;
+  ex.label_type = label_type;
   int64_t width = -1, label_col = -1, width_line = 0, line = 0;
   std::vector<CsvField> row;
   while (p < end) {
@@ -236,7 +238,12 @@ Examples load_csv(const std::string& path, int64_t label_column, bool header) {
     }
     for (int64_t i = 0; i < width; ++i) {
       const CsvField& c = row[static_cast<size_t>(i)];
-      if (i == label_col) {
+      if (i == label_col && label_type == ElemType::F32) {
+        if (std::fabs(c.v) > kMaxF32)
+          throw DataError(fmt::format("{}:{}:{}: target '{}' is too large for f32 (at most {:g} in magnitude)", path, line,
+                                      c.col, shown(c.a, c.z), kMaxF32));
+        ex.targets.push_back(static_cast<float>(c.v));
+      } else if (i == label_col) {
         if (c.v != std::floor(c.v) || c.v < 0 || c.v > 2147483647.0)
           throw DataError(fmt::format("{}:{}:{}: label '{}' is not a non-negative integer", path, line, c.col, shown(c.a, c.z)));
         ex.labels.push_back(static_cast<int32_t>(c.v));

@@ -4,6 +4,8 @@
 //   idx(images, labels)      ubyte IDX files (magic 0x00000803 / 0x00000801), gzip or plain;
 //                            features f32 [rows, cols] (/255 when normalized), label i32 []
 //   csv(path, label_column)  numeric rows, gzip or plain; features f32 [columns - 1], label i32 []
+//                            (a class) or, for a model whose target input is f32, f32 [] (a
+//                            regression target)
 //   text(path, context)      bytes; features i32 [context] (token ids), label i32 [context]
 //   tokens(path, context)    little-endian uint16 ids; same example shapes as text
 //
@@ -34,7 +36,9 @@ struct Examples {
   int64_t count = 0;
 
   std::vector<float> features;  // dense: count * feature_numel()
-  std::vector<int32_t> labels;  // dense: count
+  std::vector<int32_t> labels;  // dense: count (label_type i32)
+  ElemType label_type = ElemType::I32;
+  std::vector<float> targets;   // dense with label_type f32: count
   std::vector<int32_t> tokens;  // windowed: the whole stream
   int64_t context = 0;          // windowed: T (0: dense)
   // Where each value came from, for messages: the file of the labels (idx: the labels
@@ -45,8 +49,9 @@ struct Examples {
 
   int64_t feature_numel() const;
   int64_t label_numel() const;
-  // Writes example i's features (feature_numel() values of feature_type) and label(s).
-  void copy(int64_t i, void* features_out, int32_t* labels_out) const;
+  // Writes example i's features (feature_numel() values of feature_type) and label(s)
+  // (label_numel() values of label_type).
+  void copy(int64_t i, void* features_out, void* labels_out) const;
 };
 
 // The token alphabet of a text corpus: the sorted set of the bytes it contains, id i being
@@ -66,7 +71,7 @@ struct Vocab {
 Examples load_idx(const std::string& images_path, const std::string& labels_path, bool normalize);
 // label_column: 0-based index of the label, or -1 for the last column. Features are returned
 // as written (standardisation is the Dataset's, with train-split statistics).
-Examples load_csv(const std::string& path, int64_t label_column, bool header);
+Examples load_csv(const std::string& path, int64_t label_column, bool header, ElemType label_type = ElemType::I32);
 Examples load_text(const std::string& path, int64_t context, Vocab& vocab);
 Examples load_tokens(const std::string& path, int64_t context, int64_t vocab_size, Vocab& vocab);
 
