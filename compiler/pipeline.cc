@@ -128,6 +128,12 @@ bool train_step(CompileState& s) {
     }
   try {
     s.step = std::make_unique<Graph>(build_train_step(*s.e.graph, train_step_options(*s.e.train)));
+  } catch (const SourceError& err) {
+    // An op of the model (autodiff meeting one without a gradient): at the op, noted at the
+    // train section that asked for the gradients.
+    s.c.diags().error(err.loc.valid() ? err.loc : s.e.train->loc, err.what());
+    if (err.loc.valid()) s.c.diags().note(s.e.train->loc, fmt::format("in the train step of '{}'", s.e.train->model));
+    return false;
   } catch (const UserError& err) {
     s.c.diags().error(s.e.train->loc, err.what());
     return false;

@@ -49,6 +49,14 @@ class Emitter {
       case Op::Exp: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, float_arg(e, 0));
       case Op::Log: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, float_arg(e, 0));
       case Op::Sqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, float_arg(e, 0));
+      // sin and cos become libm's (or libmvec's) sinf / cosf on the host and libdevice's on
+      // the GPU (gpu_libdevice.cc); the roundings are instructions on both (roundeven: half
+      // to even, as torch.round).
+      case Op::Sin: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sin, float_arg(e, 0));
+      case Op::Cos: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::cos, float_arg(e, 0));
+      case Op::Floor: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, float_arg(e, 0));
+      case Op::Ceil: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, float_arg(e, 0));
+      case Op::Round: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, float_arg(e, 0));
       case Op::Tanh: return tanh_f32(float_arg(e, 0));
       case Op::Erf: return libm("erff", float_arg(e, 0));
       case Op::Log1p: return libm("log1pf", float_arg(e, 0));

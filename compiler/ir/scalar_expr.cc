@@ -23,8 +23,9 @@ struct FnSpec {
 constexpr FnSpec kFns[] = {
     {"exp", Op::Exp, 1},   {"log", Op::Log, 1},   {"log1p", Op::Log1p, 1}, {"expm1", Op::Expm1, 1},
     {"sqrt", Op::Sqrt, 1}, {"tanh", Op::Tanh, 1}, {"erf", Op::Erf, 1},     {"abs", Op::Abs, 1},
-    {"neg", Op::Neg, 1},   {"max", Op::Max, 2},   {"min", Op::Min, 2},     {"pow", Op::Pow, 2},
-    {"select", Op::Select, 3}};
+    {"neg", Op::Neg, 1},   {"sin", Op::Sin, 1},   {"cos", Op::Cos, 1},     {"floor", Op::Floor, 1},
+    {"ceil", Op::Ceil, 1}, {"round", Op::Round, 1}, {"max", Op::Max, 2},   {"min", Op::Min, 2},
+    {"pow", Op::Pow, 2},   {"select", Op::Select, 3}};
 
 class Parser {
  public:
@@ -255,6 +256,11 @@ double eval_scalar(const ScalarExpr& e, const std::map<std::string, double>& var
     case Op::Tanh: return std::tanh(arg(0));
     case Op::Erf: return std::erf(arg(0));
     case Op::Abs: return std::fabs(arg(0));
+    case Op::Sin: return std::sin(arg(0));
+    case Op::Cos: return std::cos(arg(0));
+    case Op::Floor: return std::floor(arg(0));
+    case Op::Ceil: return std::ceil(arg(0));
+    case Op::Round: return std::nearbyint(arg(0));  // the default rounding mode: half to even
     case Op::Pow: return std::pow(arg(0), arg(1));
     case Op::Max: case Op::Min: {
       double a = arg(0), b = arg(1);

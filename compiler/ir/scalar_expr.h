@@ -7,9 +7,10 @@
 //   sum    := prod {(+ | -) prod}
 //   prod   := unary {(* | /) unary}
 //   unary  := - unary | number | inf | nan | name | fn(expr, ...) | (expr)
-//   fn     := a primitive: exp log log1p expm1 sqrt tanh erf abs neg (1 argument),
-//             max min pow (2), select(c, a, b); or any elementwise op of the registry by
-//             name (sigmoid(x)), which stands for that op's own definition
+//   fn     := a primitive: exp log log1p expm1 sqrt tanh erf abs neg sin cos floor ceil
+//             round (1 argument; round is half to even), max min pow (2), select(c, a, b);
+//             or any elementwise op of the registry by name (sigmoid(x)), which stands for
+//             that op's own definition
 //
 // Names are the op's inputs (x for one input; a b for two; c a b for three), and in a
 // gradient y (the op's output) and g (the gradient reaching it); any other name is a
@@ -38,6 +39,7 @@ struct ScalarExpr {
     Const, Var, Call,
     Add, Sub, Mul, Div, Neg,
     Exp, Log, Log1p, Expm1, Sqrt, Tanh, Erf, Abs,
+    Sin, Cos, Floor, Ceil, Round,
     Max, Min, Pow,
     Lt, Le, Gt, Ge, Eq, Ne,
     Select

@@ -36,6 +36,17 @@ std::string describe(const Graph& g, NodeId id) {
   return s;
 }
 
+// The error for node `id`, on the path but without a gradient rule: at its call in the
+// source when it has one (the diagnostic shows where), naming the node otherwise, with the
+// reason its record gives.
+[[noreturn]] void no_gradient(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  const OpInfo& op = op_info(n.op);
+  const std::string where = n.loc.valid() ? (n.scope.empty() ? "" : " in " + n.scope) : " (" + describe(g, id) + ")";
+  throw SourceError(n.loc, fmt::format("autodiff: the loss cannot be differentiated through op '{}'{}: {}", op.name,
+                                       where, op.no_grad));
+}
+
 }  // namespace
 
 std::vector<Value> append_gradients(Graph& g, Value loss, const std::vector<Value>& wrt) {
@@ -79,9 +90,7 @@ std::vector<Value> append_gradients(Graph& g, Value loss, const std::vector<Valu
       any |= n;
     }
     if (!reached || !any) continue;
-    if (!op.grad)
-      throw UserError(fmt::format("autodiff: op '{}' ({}) is not differentiable: it has no gradient rule", op.name,
-                                  describe(g, static_cast<NodeId>(id))));
+    if (!op.grad) no_gradient(g, static_cast<NodeId>(id));
     GradCtx ctx{g, static_cast<NodeId>(id), g.nodes[id], grads[id], {}, needed};
     op.grad(ctx);
     const Node& node = ctx.node;

@@ -106,6 +106,14 @@ class UserError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A user-level failure at a place of a source file, found after the front end (autodiff
+// meeting an op without a gradient): the pass that catches it reports it at `loc`.
+class SourceError : public UserError {
+ public:
+  SourceError(SourceLoc at, const std::string& message) : UserError(message), loc(at) {}
+  SourceLoc loc;
+};
+
 // A broken invariant inside modelc; never the user's fault.
 class InternalError : public std::logic_error {
  public:

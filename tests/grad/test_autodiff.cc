@@ -110,12 +110,24 @@ TEST(Autodiff, AnOpWithoutARuleOnThePathIsAnErrorNamingItAndItsPlace) {
   auto eg = add_op(g, OpKind::EmbeddingGrad, {iv, Value{*e, 0}}, attrs({{"rows", int64_t{5}}}), loc);
   g.nodes[*eg].scope = "block.1";
   auto loss = add_op(g, OpKind::Sum, {Value{*eg, 0}}, {});
+  // With a source location the error is at it (the message names the def instance and the
+  // record's reason); without one the message says where the node is.
   try {
     append_gradients(g, Value{*loss, 0}, {wv});
     ADD_FAILURE() << "no error";
-  } catch (const UserError& err) {
-    EXPECT_EQ(std::string(err.what()), "autodiff: op 'embedding_grad' (%3 at line 7, column 12 in block.1) is not "
-                                       "differentiable: it has no gradient rule");
+  } catch (const SourceError& err) {
+    EXPECT_EQ(err.loc, loc);
+    EXPECT_EQ(std::string(err.what()), "autodiff: the loss cannot be differentiated through op 'embedding_grad' in "
+                                       "block.1: a gradient op (gradients are first-order)");
+  }
+  g.nodes[*eg].loc = SourceLoc{};
+  try {
+    append_gradients(g, Value{*loss, 0}, {wv});
+    ADD_FAILURE() << "no error";
+  } catch (const SourceError& err) {
+    EXPECT_FALSE(err.loc.valid());
+    EXPECT_EQ(std::string(err.what()), "autodiff: the loss cannot be differentiated through op 'embedding_grad' "
+                                       "(%3 in block.1): a gradient op (gradients are first-order)");
   }
   // Off the path (nothing requested flows through it), the same op is no problem.
   Node other;

@@ -389,7 +389,15 @@ TEST(ElementwiseRegistry, EntriesCarryTheirDefinitionsAndFusionKinds) {
       if (op->kind != OpKind::Gelu) {  // gelu's gradient is a C++ rule
         EXPECT_EQ(op->grad_exprs.size(), inputs);
       }
-      EXPECT_EQ(static_cast<bool>(op->grad), !compares(*op));  // comparisons alone have no gradient
+      // Without a gradient: a comparison (its result is bool), or a record that says why
+      // ("none: REASON", the piecewise-constant ops).
+      if (compares(*op)) {
+        EXPECT_FALSE(op->grad);
+        EXPECT_EQ(op->no_grad, "its result is bool");
+      } else if (!op->grad) {
+        EXPECT_NE(op->no_grad, "its result is bool");
+        EXPECT_FALSE(op->no_grad.empty());
+      }
       EXPECT_FALSE(op->summary.empty());
       if (inputs == 2) {
         EXPECT_EQ(op->signature_text, "a: tensor, b: tensor");

@@ -2,6 +2,7 @@
 // to a node (attributes and calls of other ops), and every registered definition evaluated
 // in double against its record's pointwise reference on the record's test domain
 // (two independent writings of each op must agree); malformed definitions.
+#include <array>
 #include <limits>
 
 #include "compiler/ir/op_examples.h"
@@ -21,12 +22,22 @@ TEST(ScalarLanguage, ParsesPrecedenceAndPrintsBack) {
   EXPECT_DOUBLE_EQ(eval_scalar(parse_scalar("(x + 1) * (x - 1)"), {{"x", x}}), (x + 1) * (x - 1));
   EXPECT_DOUBLE_EQ(eval_scalar(parse_scalar("log1p(x * x)"), {{"x", x}}), std::log1p(x * x));
   EXPECT_DOUBLE_EQ(eval_scalar(parse_scalar("expm1(x / 100)"), {{"x", x}}), std::expm1(x / 100));
+  EXPECT_EQ(scalar_str(parse_scalar("round(floor(x) + ceil(x)) * sin(cos(x))")),
+            "(round((floor(x) + ceil(x))) * sin(cos(x)))");
+  EXPECT_DOUBLE_EQ(eval_scalar(parse_scalar("sin(x) * sin(x) + cos(x) * cos(x)"), {{"x", x}}), 1.0);
+  // round is half to even (torch.round), floor and ceil go down and up, negatives included.
+  for (auto [v, r, f, c] : {std::array{2.5, 2.0, 2.0, 3.0}, {-3.5, -4.0, -4.0, -3.0}, {-0.5, 0.0, -1.0, 0.0},
+                            {1.25, 1.0, 1.0, 2.0}, {-2.75, -3.0, -3.0, -2.0}}) {
+    EXPECT_EQ(eval_scalar(parse_scalar("round(x)"), {{"x", v}}), r) << v;
+    EXPECT_EQ(eval_scalar(parse_scalar("floor(x)"), {{"x", v}}), f) << v;
+    EXPECT_EQ(eval_scalar(parse_scalar("ceil(x)"), {{"x", v}}), c) << v;
+  }
   EXPECT_TRUE(std::isinf(eval_scalar(parse_scalar("-inf"), {})));
   EXPECT_TRUE(std::isnan(eval_scalar(parse_scalar("max(x, nan)"), {{"x", x}})));
 }
 
 TEST(ScalarLanguage, MalformedDefinitionsAreInternalErrors) {
-  for (const char* bad : {"", "x +", "exp(x, x)", "(x", "x y", "select(x, 1)", "1 $ 2"})
+  for (const char* bad : {"", "x +", "exp(x, x)", "(x", "x y", "select(x, 1)", "1 $ 2", "round(x, 1)", "sin()"})
     EXPECT_THROW(parse_scalar(bad), InternalError) << bad;
   EXPECT_THROW(eval_scalar(parse_scalar("q + 1"), {{"x", 1.0}}), InternalError);
   EXPECT_THROW(eval_scalar(parse_scalar("sigmoid(x)"), {{"x", 1.0}}), InternalError);  // unresolved

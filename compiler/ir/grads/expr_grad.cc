@@ -27,6 +27,11 @@ OpKind primitive_op(Op op) {
     case Op::Tanh: return OpKind::Tanh;
     case Op::Erf: return OpKind::Erf;
     case Op::Abs: return OpKind::Abs;
+    case Op::Sin: return OpKind::Sin;
+    case Op::Cos: return OpKind::Cos;
+    case Op::Floor: return OpKind::Floor;
+    case Op::Ceil: return OpKind::Ceil;
+    case Op::Round: return OpKind::Round;
     case Op::Max: return OpKind::Maximum;
     case Op::Min: return OpKind::Minimum;
     case Op::Pow: return OpKind::Pow;
