@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "compiler/frontend/parser.h"
 
@@ -24,6 +27,39 @@ uint32_t Compilation::read(const std::string& path) {
 bool Compilation::load(const std::string& path) {
   std::vector<std::string> stack;
   return load_module(path, {}, stack) && !diags_.has_errors();
+}
+
+namespace {
+
+fs::path stdlib_dir() {
+  if (const char* env = std::getenv("MODELC_STDLIB"); env && *env) return env;
+  return MODELC_STDLIB_DIR;
+}
+
+}  // namespace
+
+// A path relative to the importing file, or a bare name ("nn": letters, digits and '_')
+// of a module of the standard library (lib/ in the source tree; MODELC_STDLIB overrides).
+std::optional<fs::path> Compilation::import_target(const ast::Import& imp, const std::string& from) {
+  const fs::path p(imp.path);
+  if (p.is_absolute()) return p;
+  const bool bare = !imp.path.empty() && !std::isdigit(static_cast<unsigned char>(imp.path[0])) &&
+                    std::all_of(imp.path.begin(), imp.path.end(), [](char c) {
+                      return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                    });
+  if (bare) {
+    const fs::path lib = stdlib_dir() / (imp.path + ".model");
+    std::error_code ec;
+    if (fs::is_regular_file(lib, ec)) return lib;
+    std::string have;
+    for (const auto& e : fs::directory_iterator(stdlib_dir(), ec))
+      if (e.path().extension() == ".model") have += (have.empty() ? "" : ", ") + e.path().stem().string();
+    diags_.error(imp.loc, fmt::format("import \"{}\": the standard library has no module of that name (it has: {}); a "
+                                      "file of your own is imported by its path, with its extension: import \"{}.model\"",
+                                      imp.path, have.empty() ? "none, at " + stdlib_dir().string() : have, imp.path));
+    return std::nullopt;
+  }
+  return fs::path(from).parent_path() / p;
 }
 
 bool Compilation::load_module(const std::string& path, SourceLoc from, std::vector<std::string>& stack) {
@@ -54,8 +90,12 @@ bool Compilation::load_module(const std::string& path, SourceLoc from, std::vect
   stack.push_back(canon);
   bool ok = true;
   for (const ast::Import& imp : m->imports) {
-    fs::path target = fs::path(imp.path).is_absolute() ? fs::path(imp.path) : fs::path(path).parent_path() / imp.path;
-    ok &= load_module(target.lexically_normal().string(), imp.loc, stack);
+    std::optional<fs::path> target = import_target(imp, path);
+    if (!target) {
+      ok = false;
+      continue;
+    }
+    ok &= load_module(target->lexically_normal().string(), imp.loc, stack);
     if (diags_.at_error_limit()) break;
   }
   stack.pop_back();

@@ -8,7 +8,9 @@
 // Library code never exits or prints: problems are diagnostics, rendered by the caller.
 #pragma once
 
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +49,8 @@ class Compilation {
 
  private:
   bool load_module(const std::string& path, SourceLoc from, std::vector<std::string>& stack);
+  // The file an import names (nullopt after an error).
+  std::optional<std::filesystem::path> import_target(const ast::Import& imp, const std::string& from);
 
   CompileOptions opts_;
   SourceManager sources_;

@@ -33,12 +33,16 @@ stmt        : 'let' IDENT '=' expr                                   # letStatem
             | 'output' IDENT (',' IDENT)*                            # outputStmt
             | 'return' expr (',' expr)*                              # returnStmt
             | 'for' IDENT 'in' expr '..' expr block                  # forStmt
+            | ifChain                                                # ifStmt
             | IDENT (',' IDENT)* '=' expr                            # assignStmt
             // A common slip, parsed so that its error can say what is wrong:
             | IDENT '(' callArgs? ')'                                # callStmt
             | ';'                                                    # emptyStmt
             ;
 letStmt     : 'let' IDENT '=' expr ;
+// A compile-time conditional: the condition is a constant (a bool argument, a comparison of
+// known dims); only the branch taken is elaborated.
+ifChain     : 'if' expr block ('else' (ifChain | block))? ;
 
 expr        : <assoc=right> expr '**' expr                           # powExpr
             | ('-' | '+') expr                                       # unaryExpr

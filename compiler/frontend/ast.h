@@ -55,16 +55,17 @@ struct Stmt;
 using StmtPtr = std::unique_ptr<Stmt>;
 
 struct Stmt {
-  enum class Kind { Let, Param, Input, Output, Return, For, Assign };
+  enum class Kind { Let, Param, Input, Output, Return, For, Assign, If };
   Kind kind{};
   SourceLoc loc;                     // the statement's first token
   std::vector<std::string> names;    // Let/Param/Input/For: one; Output/Assign: one or more
   std::vector<SourceLoc> name_locs;
   std::optional<TypeExpr> type;      // Param, Input
-  ExprPtr value;                     // Let, Assign, Param initializer (may be null)
+  ExprPtr value;                     // Let, Assign, Param initializer (may be null), If condition
   std::vector<ExprPtr> values;       // Return
   ExprPtr lo, hi;                    // For
-  std::vector<StmtPtr> body;         // For
+  std::vector<StmtPtr> body;         // For, If (the branch taken when the condition holds)
+  std::vector<StmtPtr> else_body;    // If: the else branch (an `else if` is one If in it)
 };
 
 struct Arg {

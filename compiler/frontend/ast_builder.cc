@@ -143,6 +143,20 @@ class Builder {
     return out;
   }
 
+  ast::StmtPtr if_chain(P::IfChainContext* c, int depth) {
+    auto out = std::make_unique<ast::Stmt>();
+    out->kind = ast::Stmt::Kind::If;
+    out->loc = loc(c->getStart());
+    out->value = expr(c->expr(), depth);
+    out->body = block(c->block(0), depth);
+    if (c->ifChain()) {
+      if (auto nested = if_chain(c->ifChain(), depth)) out->else_body.push_back(std::move(nested));
+    } else if (c->block().size() > 1) {
+      out->else_body = block(c->block(1), depth);
+    }
+    return out;
+  }
+
   std::vector<ast::StmtPtr> block(P::BlockContext* b, int depth) {
     std::vector<ast::StmtPtr> out;
     P::StmtContext* prev = nullptr;
@@ -195,6 +209,8 @@ class Builder {
       out->lo = expr(f->expr(0), depth);
       out->hi = expr(f->expr(1), depth);
       out->body = block(f->block(), depth);
+    } else if (auto* c = as<P::IfStmtContext>(s)) {
+      return if_chain(c->ifChain(), depth);
     } else if (auto* a = as<P::AssignStmtContext>(s)) {
       out->kind = K::Assign;
       for (auto* n : a->IDENT()) name(n);

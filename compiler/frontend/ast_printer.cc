@@ -96,6 +96,14 @@ struct Printer {
         stmts(indent + 1, s.body);
         break;
       case K::Assign: line(indent, s.loc, names(s) + " = " + expr_str(s.value.get())); break;
+      case K::If:
+        line(indent, s.loc, "if " + expr_str(s.value.get()));
+        stmts(indent + 1, s.body);
+        if (!s.else_body.empty()) {
+          line(indent, s.loc, "else");
+          stmts(indent + 1, s.else_body);
+        }
+        break;
     }
   }
 };

@@ -213,7 +213,8 @@ bool check_nesting(uint32_t file, antlr4::CommonTokenStream& tokens, const antlr
     else if (lit == "'-'" || lit == "'+'") cls[type] = Sign;
     else if (lit == "'**'") cls[type] = Power;
     else if (lit == "'='" || lit == "','" || lit == "';'" || lit == "'..'" || lit == "'let'" ||
-             lit == "'param'" || lit == "'input'" || lit == "'output'" || lit == "'return'" || lit == "'for'")
+             lit == "'param'" || lit == "'input'" || lit == "'output'" || lit == "'return'" || lit == "'for'" ||
+             lit == "'if'" || lit == "'else'")
       cls[type] = Boundary;
     else if (lit == "'true'" || lit == "'false'") cls[type] = Operand;
   }

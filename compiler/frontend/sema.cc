@@ -71,6 +71,7 @@ void Sema::exec(const ast::Stmt& s) {
     case K::Return: return exec_return(s, in_def);
     case K::For: return exec_for(s);
     case K::Assign: return exec_assign(s);
+    case K::If: return exec_if(s);
   }
 }
 
@@ -267,6 +268,22 @@ void Sema::exec_for(const ast::Stmt& s) {
     exec_block(s.body);
   }
   frames_.back().vars.erase(var);
+}
+
+// Only the branch taken is elaborated (as C++'s `if constexpr`): the other one may use
+// names and shapes that exist only when it is taken. Names bound in the branch stay bound
+// after it, as a loop's do.
+void Sema::exec_if(const ast::Stmt& s) {
+  const SVal c = eval(*s.value);
+  if (c.is_error()) return;
+  if (c.kind != SVal::Kind::Bool) {
+    diags_.error(s.value->loc, fmt::format("the condition of 'if' must be a bool known when the model is compiled "
+                                           "(a bool argument, a comparison of known dims), got {}{}", describe(c),
+                                           c.kind == SVal::Kind::Tensor ? "; a choice that depends on the data is "
+                                                                          "where(cond, a, b)" : ""));
+    return;
+  }
+  exec_block(c.b ? s.body : s.else_body);
 }
 
 void Sema::exec_assign(const ast::Stmt& s) {

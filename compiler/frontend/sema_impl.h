@@ -103,6 +103,7 @@ class Sema {
   void exec_output(const ast::Stmt& s, bool in_def);
   void exec_return(const ast::Stmt& s, bool in_def);
   void exec_for(const ast::Stmt& s);
+  void exec_if(const ast::Stmt& s);
   void exec_assign(const ast::Stmt& s);
   // An error (and true) when `name` is already declared in this frame as other than a variable.
   bool declared_twice(const std::string& name, SourceLoc loc);

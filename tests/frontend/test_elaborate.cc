@@ -136,6 +136,38 @@ TEST(Elaborate, ParameterNamesAreHierarchicalAndStable) {
   EXPECT_TRUE(any);
 }
 
+// `if` on constants: an optional bias (a bool argument), a branch on a dim, else-if chains;
+// only the branch taken is elaborated, so the other may name params and shapes that do not
+// exist, and names bound in the branch are visible after it.
+TEST(Elaborate, CompileTimeIfTakesOneBranch) {
+  const char* text =
+      "def linear(x: f32[..., I], O: int, bias: bool = true) {\n"
+      "  param w: f32[I, O] = zeros()\n"
+      "  y = x @ w\n"
+      "  if bias {\n    param b: f32[O] = zeros()\n    y = y + b\n  }\n"
+      "  return y\n}\n"
+      "model m(B, H = 4) {\n  input x: f32[B, 3]\n"
+      "  h = linear(x, H)\n  z = linear(h, 2, bias = false)\n"
+      "  if H > 8 {\n    out = z * undefined_name\n  } else if H == 4 {\n    out = z * 2.0\n  } else {\n    out = z\n  }\n"
+      "  output out\n}\n";
+  Compiled c = compile_text(text);
+  ASSERT_TRUE(c.r.graph) << c.c->diags().render();
+  const Graph& g = *c.r.graph;
+  EXPECT_TRUE(g.find_param("linear.0.b"));
+  EXPECT_FALSE(g.find_param("linear.1.b"));
+  EXPECT_EQ(g.params.size(), 3u);
+  bool doubled = false;  // the else-if branch: out = z * 2
+  for (const Node& n : g.nodes)
+    if (n.op == OpKind::Constant) doubled |= n.attrs.f("value") == 2.0;
+  EXPECT_TRUE(doubled);
+  // -D H=16 takes the first branch, whose name is unknown: an error there, not before.
+  CompileOptions big;
+  big.defines = {{"H", "16"}};
+  Compiled e = compile_text(text, big);
+  EXPECT_FALSE(e.r.graph);
+  EXPECT_NE(e.c->diags().render().find("undefined_name"), std::string::npos) << e.c->diags().render();
+}
+
 TEST(Elaborate, DefinesBindDimensionsAndOverrideConstants) {
   const char* text =
       "let K = 3\n"

@@ -160,6 +160,8 @@ TEST(FusionNumerics, FashionCnnTrainStep) { check_model({"fashion_cnn.model", {}
 // Every composite op, with a symbolic batch (var over it divides by a count known only when
 // the step runs).
 TEST(FusionNumerics, CompositesTrainStep) { check_model({"../tests/fusion/composites.model", {}, 1}); }
+// Every def of the standard library (import "nn").
+TEST(FusionNumerics, StandardLibraryTrainStep) { check_model({"../tests/fusion/stdlib.model", {}, 5}); }
 TEST(FusionNumerics, CharGptTrainStep) { check_model({"char_gpt.model", {{"T", "8"}, {"C", "24"}, {"L", "2"}}, 96}); }
 
 }  // namespace
