@@ -187,6 +187,7 @@ void def_reduction(OpRegistry& r, OpKind k, std::string sig, InferFn infer, RefF
 }  // namespace
 
 void register_shape_composites(OpRegistry& r);  // compiler/ir/ops/composite_shape.cc
+void register_nn_composites(OpRegistry& r);     // compiler/ir/ops/composite_nn.cc
 
 void register_composite_ops(OpRegistry& r) {
   const std::string axes = "x: tensor, axes: ints = [], keepdims: bool = false";
@@ -201,6 +202,7 @@ void register_composite_ops(OpRegistry& r) {
   def_reduction(r, OpKind::Logsumexp, axes, nullptr, ref_logsumexp, expand_logsumexp, false,
                 "log(sum(exp(x))) over axes, without overflow (all -inf gives -inf)");
   register_shape_composites(r);
+  register_nn_composites(r);
 }
 
 }  // namespace modelc
