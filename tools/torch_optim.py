@@ -90,7 +90,7 @@ def optimizer(text, params):
     return cls(params, foreach=False, **a)
 
 
-def scheduler(text, opt):
+def scheduler(text, opt, steps=STEPS):
     if text is None:
         return None
     kind, a = call(text)
@@ -98,15 +98,15 @@ def scheduler(text, opt):
     w = a.pop("warmup", 0)
     if kind == "onecycle":
         peak = a.pop("max_lr", 0.0) or opt.param_groups[0]["lr"]
-        return S.OneCycleLR(opt, max_lr=peak, total_steps=STEPS, anneal_strategy="cos", cycle_momentum=False, **a)
+        return S.OneCycleLR(opt, max_lr=peak, total_steps=steps, anneal_strategy="cos", cycle_momentum=False, **a)
     if kind == "linear":
-        main = S.LinearLR(opt, start_factor=1.0, end_factor=a.get("end_factor", 0.0), total_iters=STEPS - 1 - w)
+        main = S.LinearLR(opt, start_factor=1.0, end_factor=a.get("end_factor", 0.0), total_iters=steps - 1 - w)
     elif kind == "exponential":
         main = S.ExponentialLR(opt, gamma=a["gamma"])
     elif kind == "polynomial":
-        main = S.PolynomialLR(opt, total_iters=STEPS - w, power=a.get("power", 1.0))
+        main = S.PolynomialLR(opt, total_iters=steps - w, power=a.get("power", 1.0))
     elif kind == "cosine":
-        main = S.CosineAnnealingLR(opt, T_max=STEPS - w, eta_min=a.get("min_lr", 0.0))
+        main = S.CosineAnnealingLR(opt, T_max=steps - w, eta_min=a.get("min_lr", 0.0))
     else:
         raise SystemExit(f"torch_optim: unknown schedule {kind}")
     if w == 0:
