@@ -34,6 +34,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
+import torch_optim  # tools/torch_optim.py: Lion, and the train section's schedules as torch's
+
 
 # ----------------------------------------------------------------------------------------
 # The train section: optimizer, clipping, batch (read from the .model file so that the
@@ -48,10 +50,14 @@ def train_settings(model_text):
     m = re.search(r"\boptimizer\s*=\s*(\w+)\s*\(([^)]*)\)", text)
     if m:
         s["optimizer"] = m.group(1)
+        s["optimizer_text"] = m.group(0)
         for kv in m.group(2).split(","):
             if "=" in kv:
                 k, v = kv.split("=", 1)
-                s["args"][k.strip()] = float(v)
+                v = v.strip()
+                s["args"][k.strip()] = {"true": 1.0, "false": 0.0}.get(v) if v in ("true", "false") else float(v)
+    m = re.search(r"\bschedule\s*=\s*\w+\s*\([^)]*\)", text)
+    s["schedule_text"] = m.group(0) if m else None
     m = re.search(r"\bclip_grad_norm\s*=\s*([0-9.eE+-]+)", text)
     if m:
         s["clip"] = float(m.group(1))
@@ -72,6 +78,9 @@ def make_optimizer(params, s):
         # foreach=False: the single-tensor implementation, the one train_step.h follows.
         return cls(params, lr=a.get("lr", 1e-3), betas=(a.get("beta1", 0.9), a.get("beta2", 0.999)),
                    eps=a.get("eps", 1e-8), weight_decay=wd, foreach=False)
+    if kind in ("rmsprop", "adagrad", "lion"):
+        # torch.optim.RMSprop / Adagrad (single-tensor), and Lion as tools/torch_optim.py writes it.
+        return torch_optim.optimizer(s["optimizer_text"], params)
     if kind == "sgd":
         return torch.optim.SGD(params, lr=a.get("lr", 1e-3), momentum=a.get("momentum", 0.0),
                                nesterov=bool(a.get("nesterov", 0)), weight_decay=a.get("weight_decay", 0.0),
@@ -223,6 +232,16 @@ def check(args, kind, model_text, settings):
     train = {r["step"]: r for r in rows if r.get("kind") == "train"}
     steps = args.steps or max(train)
     opt = make_optimizer([p for _, p in model.named()], settings)
+    # The schedule as torch.optim.lr_scheduler's, over the run's length (the last step in
+    # the metrics): its lr of each step is compared with the one modelrun fed.
+    sched = torch_optim.scheduler(settings["schedule_text"], opt, max(train)) if settings["schedule_text"] else None
+    torch_lrs = []
+    for k in range(steps):
+        torch_lrs.append(opt.param_groups[0]["lr"])
+        if sched is not None and k + 1 < max(train):
+            sched.step()
+    worst_lr = max(rel(train[k + 1]["lr"], torch_lrs[k]) if torch_lrs[k] else abs(train[k + 1]["lr"])
+                   for k in range(steps) if k + 1 in train)
 
     print(f"torch {torch.__version__}, float32, {torch.get_num_threads()} threads; "
           f"{settings['optimizer']} {settings['args']}, clip_grad_norm {settings['clip'] or 'none'}")
@@ -246,6 +265,11 @@ def check(args, kind, model_text, settings):
         print(f"{k + 1:>4} | {r['loss']:>14.8f} | {loss:>14.8f} | {d:>9.2e} |"
               f" {r['grad_norm']:>12.7f} | {norm:>12.7f} | {dg:>9.2e}")
     print(f"max relative difference: loss {worst:.2e}, grad norm {worst_g:.2e} (tolerance {args.tolerance:g} on the loss)")
+    print(f"learning rate against torch.optim.lr_scheduler ({settings['schedule_text'] or 'constant'}): "
+          f"max relative difference {worst_lr:.2e}")
+    if not worst_lr <= 1e-6:
+        print("FAIL: modelrun's learning rates differ from the torch scheduler's")
+        return 1
     if bad:
         print(f"FAIL: steps {bad} differ by more than {args.tolerance:g}")
         return 1

@@ -41,11 +41,21 @@ const Vocab kOptimizers[] = {
     {"sgd", "lr: float, momentum: float = 0.0, nesterov: bool = false, weight_decay: float = 0.0"},
     {"adam", "lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0"},
     {"adamw", "lr: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01"},
+    {"rmsprop", "lr: float = 0.01, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0.0, momentum: float = 0.0, "
+                "centered: bool = false"},
+    {"adagrad", "lr: float = 0.01, lr_decay: float = 0.0, weight_decay: float = 0.0, initial_accumulator_value: float = 0.0, "
+                "eps: float = 1e-10"},
+    {"lion", "lr: float = 0.0001, beta1: float = 0.9, beta2: float = 0.99, weight_decay: float = 0.0"},
 };
 const Vocab kSchedules[] = {
     {"constant", ""},
     {"step", "every: int, gamma: float = 0.1"},
     {"cosine", "warmup: int = 0, min_lr: float = 0.0"},
+    {"linear", "warmup: int = 0, end_factor: float = 0.0"},
+    {"exponential", "gamma: float, warmup: int = 0"},
+    {"polynomial", "power: float = 1.0, warmup: int = 0"},
+    // max_lr 0: the optimizer's lr.
+    {"onecycle", "max_lr: float = 0.0, pct_start: float = 0.3, div_factor: float = 25.0, final_div_factor: float = 10000.0"},
 };
 
 template <size_t N>

@@ -304,6 +304,13 @@ rt::TrainSettings lower_train_settings(const TrainConfig& t) {
     if (a.has("every")) s.schedule.every = a.i("every");
     if (a.has("gamma")) s.schedule.gamma = a.f("gamma");
     if (a.has("min_lr")) s.schedule.min_lr = a.f("min_lr");
+    if (a.has("end_factor")) s.schedule.end_factor = a.f("end_factor");
+    if (a.has("power")) s.schedule.power = a.f("power");
+    if (a.has("pct_start")) s.schedule.pct_start = a.f("pct_start");
+    if (a.has("div_factor")) s.schedule.div_factor = a.f("div_factor");
+    if (a.has("final_div_factor")) s.schedule.final_div_factor = a.f("final_div_factor");
+    // onecycle's peak is max_lr, or the optimizer's lr when it is 0 (not given).
+    if (a.has("max_lr") && a.f("max_lr") > 0) s.schedule.lr = a.f("max_lr");
   }
   if (t.batch) s.batch = *t.batch;
   if (t.epochs) s.epochs = *t.epochs;

@@ -12,64 +12,11 @@
 #include "compiler/ir/verifier.h"
 #include "compiler/passes/autocast.h"
 #include "compiler/passes/autodiff.h"
+#include "compiler/passes/optimizer_args.h"
 
 namespace modelc {
 
 namespace {
-
-// The optimizer arguments the step reads, with train_check.cc's schema defaults for the
-// ones the options leave out (lr is fed through `$lr`, so it is accepted and ignored).
-struct OptimizerArgs {
-  std::string kind;
-  double momentum = 0.0, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  bool nesterov = false;
-};
-
-OptimizerArgs read_optimizer(const TrainStepOptions& o) {
-  OptimizerArgs a;
-  a.kind = o.optimizer;
-  bool sgd = a.kind == "sgd";
-  if (!sgd && a.kind != "adam" && a.kind != "adamw")
-    throw UserError(fmt::format("unknown optimizer '{}'; expected sgd, adam or adamw", a.kind));
-  if (a.kind == "adamw") a.weight_decay = 0.01;
-  const Attrs& args = o.optimizer_args;
-  auto number = [&](const std::string& name, double& dst) {
-    const AttrValue* v = args.find(name);
-    if (!v) return;
-    if (const double* d = std::get_if<double>(v)) dst = *d;
-    else if (const int64_t* i = std::get_if<int64_t>(v)) dst = static_cast<double>(*i);
-    else throw UserError(fmt::format("{} argument '{}' must be a number, got {}", a.kind, name, attr_str(*v)));
-  };
-  for (const auto& [name, v] : args.items()) {
-    bool known = name == "lr" || name == "weight_decay" ||
-                 (sgd ? name == "momentum" || name == "nesterov" : name == "beta1" || name == "beta2" || name == "eps");
-    if (!known) throw UserError(fmt::format("{} has no argument '{}'", a.kind, name));
-  }
-  double lr = 0;
-  number("lr", lr);  // checked only: the step's value is fed (`$lr`, from the schedule)
-  if (!(lr >= 0)) throw UserError(fmt::format("{} lr must be >= 0, got {}", a.kind, lr));
-  number("weight_decay", a.weight_decay);
-  if (sgd) {
-    number("momentum", a.momentum);
-    if (const AttrValue* v = args.find("nesterov")) {
-      const bool* b = std::get_if<bool>(v);
-      if (!b) throw UserError(fmt::format("sgd argument 'nesterov' must be true or false, got {}", attr_str(*v)));
-      a.nesterov = *b;
-    }
-  } else {
-    number("beta1", a.beta1);
-    number("beta2", a.beta2);
-    number("eps", a.eps);
-  }
-  // PyTorch's own argument checks (torch.optim raises ValueError on each).
-  if (!(a.weight_decay >= 0)) throw UserError(fmt::format("{} weight_decay must be >= 0, got {}", a.kind, a.weight_decay));
-  if (!(a.momentum >= 0)) throw UserError(fmt::format("sgd momentum must be >= 0, got {}", a.momentum));
-  if (a.nesterov && a.momentum == 0) throw UserError("sgd with nesterov = true needs a momentum > 0");
-  if (!(a.beta1 >= 0 && a.beta1 < 1)) throw UserError(fmt::format("{} beta1 must be in [0, 1), got {}", a.kind, a.beta1));
-  if (!(a.beta2 >= 0 && a.beta2 < 1)) throw UserError(fmt::format("{} beta2 must be in [0, 1), got {}", a.kind, a.beta2));
-  if (!(a.eps >= 0)) throw UserError(fmt::format("{} eps must be >= 0, got {}", a.kind, a.eps));
-  return a;
-}
 
 class StepBuilder {
  public:
@@ -81,7 +28,7 @@ class StepBuilder {
     if (o_.accumulate < 1) throw UserError(fmt::format("accumulate must be at least 1, got {}", o_.accumulate));
     if (!(o_.clip_grad_norm >= 0))
       throw UserError(fmt::format("clip_grad_norm must be > 0 (or 0 for no clipping), got {}", o_.clip_grad_norm));
-    args_ = read_optimizer(o_);
+    args_ = read_optimizer(o_.optimizer, o_.optimizer_args);
     scaling_ = precision_dtype(o_.precision) == DType::F16;
     if (scaling_ && !(o_.loss_scale > 0 && std::isfinite(o_.loss_scale)))
       throw UserError(fmt::format("the initial loss scale must be a finite number > 0, got {}", o_.loss_scale));
@@ -310,7 +257,7 @@ class StepBuilder {
     const DType f = DType::F32;
     log2_scale_ = scalar_state("loss_scaler.log2_scale");
     good_steps_ = scalar_state("loss_scaler.good_steps");
-    if (args_.kind != "sgd") {
+    if (args_.counts_steps()) {
       skipped_steps_ = scalar_state("loss_scaler.skipped_steps");
       t_ = sub(t_, skipped_steps_);
     }
@@ -337,10 +284,14 @@ class StepBuilder {
   }
 
   void shared_scalars() {
-    if (args_.kind == "sgd") return;
     const DType f = DType::F32;
-    if (args_.kind == "adamw" && args_.weight_decay != 0)
+    const std::string& k = args_.kind;
+    if ((k == "adamw" || k == "lion") && args_.weight_decay != 0)
       decay_ = emit(OpKind::Sub, {constant(1.0, f), scale(lr_, args_.weight_decay)});
+    // Adagrad: clr = lr / (1 + (t - 1) * lr_decay).
+    if (k == "adagrad")
+      step_size_ = args_.lr_decay == 0 ? lr_ : div(lr_, add(constant(1.0, f), scale(sub(t_, constant(1.0, f)), args_.lr_decay)));
+    if (k != "adam" && k != "adamw") return;
     Value bias1 = emit(OpKind::Sub, {constant(1.0, f), emit(OpKind::Pow, {constant(args_.beta1, f), t_})});
     Value bias2 = emit(OpKind::Sub, {constant(1.0, f), emit(OpKind::Pow, {constant(args_.beta2, f), t_})});
     step_size_ = div(lr_, bias1);
@@ -351,37 +302,104 @@ class StepBuilder {
   void update(NodeId param, Value grad) {
     loc_ = g_.node(param).loc;
     scope_ = g_.node(param).scope;
-    Value p{param, 0};
-    DType t = dtype(p);
-    if (args_.kind == "sgd") {
-      Value d = args_.weight_decay != 0 ? add(grad, scale(p, args_.weight_decay)) : grad;
-      if (args_.momentum != 0) {
-        // buf = momentum * buf + d (dampening 0; the zero-initialised buffer makes the
-        // first step buf = d, as PyTorch's clone).
-        Value buf = state(param, "momentum_buffer");
-        Value nb = add(scale(buf, args_.momentum), d);
-        set(buf, nb);
-        d = args_.nesterov ? add(d, scale(nb, args_.momentum)) : nb;
-      }
-      set(p, sub(p, mul(as(lr_, t), d)));
-    } else {
-      Value m = state(param, "exp_avg"), v = state(param, "exp_avg_sq");
-      Value p0 = p;
-      if (args_.weight_decay != 0) {
-        if (args_.kind == "adamw") p = mul(p, as(decay_, t));  // decoupled: param *= 1 - lr * wd
-        else grad = add(grad, scale(p, args_.weight_decay));   // L2: into the gradient
-      }
-      Value nm = emit(OpKind::Add, {scale(m, args_.beta1), scale(grad, 1 - args_.beta1)});
-      Value nv = emit(OpKind::Add, {scale(v, args_.beta2), scale(mul(grad, grad), 1 - args_.beta2)});
-      set(m, nm);
-      set(v, nv);
-      // denom = sqrt(v) / sqrt(1 - beta2^t) + eps; param -= step_size * m / denom.
-      Value denom = div(emit(OpKind::Sqrt, {nv}), as(bias2_sqrt_, t));
-      denom = add(denom, constant(args_.eps, t));
-      set(p0, sub(p, mul(as(step_size_, t), div(nm, denom))));
-    }
+    const std::string& k = args_.kind;
+    if (k == "sgd") sgd(param, grad);
+    else if (k == "rmsprop") rmsprop(param, grad);
+    else if (k == "adagrad") adagrad(param, grad);
+    else if (k == "lion") lion(param, grad);
+    else adam(param, grad);
     loc_ = {};
     scope_.clear();
+  }
+
+  // L2 weight decay: the gradient plus weight_decay * param.
+  Value l2(Value p, Value grad) { return args_.weight_decay != 0 ? add(grad, scale(p, args_.weight_decay)) : grad; }
+
+  void sgd(NodeId param, Value grad) {
+    Value p{param, 0};
+    Value d = l2(p, grad);
+    if (args_.momentum != 0) {
+      // buf = momentum * buf + d (dampening 0; the zero-initialised buffer makes the
+      // first step buf = d, as PyTorch's clone).
+      Value buf = state(param, "momentum_buffer");
+      Value nb = add(scale(buf, args_.momentum), d);
+      set(buf, nb);
+      d = args_.nesterov ? add(d, scale(nb, args_.momentum)) : nb;
+    }
+    set(p, sub(p, mul(as(lr_, dtype(p)), d)));
+  }
+
+  void adam(NodeId param, Value grad) {
+    Value p{param, 0};
+    DType t = dtype(p);
+    Value m = state(param, "exp_avg"), v = state(param, "exp_avg_sq");
+    Value p0 = p;
+    if (args_.weight_decay != 0) {
+      if (args_.kind == "adamw") p = mul(p, as(decay_, t));  // decoupled: param *= 1 - lr * wd
+      else grad = l2(p, grad);                               // L2: into the gradient
+    }
+    Value nm = emit(OpKind::Add, {scale(m, args_.beta1), scale(grad, 1 - args_.beta1)});
+    Value nv = emit(OpKind::Add, {scale(v, args_.beta2), scale(mul(grad, grad), 1 - args_.beta2)});
+    set(m, nm);
+    set(v, nv);
+    // denom = sqrt(v) / sqrt(1 - beta2^t) + eps; param -= step_size * m / denom.
+    Value denom = div(emit(OpKind::Sqrt, {nv}), as(bias2_sqrt_, t));
+    denom = add(denom, constant(args_.eps, t));
+    set(p0, sub(p, mul(as(step_size_, t), div(nm, denom))));
+  }
+
+  // square_avg = alpha sq + (1 - alpha) g^2; centered: grad_avg = alpha ga + (1 - alpha) g
+  // and avg = sqrt(square_avg - grad_avg^2), else sqrt(square_avg); then avg + eps divides
+  // the step, through a momentum buffer when momentum > 0.
+  void rmsprop(NodeId param, Value grad) {
+    Value p{param, 0};
+    DType t = dtype(p);
+    grad = l2(p, grad);
+    const double a = args_.alpha;
+    Value sq = state(param, "square_avg");
+    Value nsq = emit(OpKind::Add, {scale(sq, a), scale(mul(grad, grad), 1 - a)});
+    set(sq, nsq);
+    Value var = nsq;
+    if (args_.centered) {
+      Value ga = state(param, "grad_avg");
+      Value nga = emit(OpKind::Add, {scale(ga, a), scale(grad, 1 - a)});
+      set(ga, nga);
+      var = sub(nsq, mul(nga, nga));
+    }
+    Value avg = add(emit(OpKind::Sqrt, {var}), constant(args_.eps, t));
+    Value step = div(grad, avg);
+    if (args_.momentum > 0) {
+      Value buf = state(param, "momentum_buffer");
+      step = add(scale(buf, args_.momentum), step);
+      set(buf, step);
+    }
+    set(p, sub(p, mul(as(lr_, t), step)));
+  }
+
+  // sum += g^2; param -= clr * g / (sqrt(sum) + eps). The state `<param>.sum` holds the
+  // sum less initial_accumulator_value, so that it starts at zero as all state does.
+  void adagrad(NodeId param, Value grad) {
+    Value p{param, 0};
+    DType t = dtype(p);
+    grad = l2(p, grad);
+    Value sum = state(param, "sum");
+    Value ns = add(sum, mul(grad, grad));
+    set(sum, ns);
+    Value total = args_.initial_accumulator_value != 0 ? add(ns, constant(args_.initial_accumulator_value, t)) : ns;
+    Value std = add(emit(OpKind::Sqrt, {total}), constant(args_.eps, t));
+    set(p, sub(p, mul(as(step_size_, t), div(grad, std))));
+  }
+
+  // Lion (Chen et al. 2023): param *= 1 - lr * wd; param -= lr * sign(beta1 m + (1 - beta1) g);
+  // m = beta2 m + (1 - beta2) g.
+  void lion(NodeId param, Value grad) {
+    Value p{param, 0};
+    DType t = dtype(p);
+    Value m = state(param, "exp_avg");
+    Value c = emit(OpKind::Add, {scale(m, args_.beta1), scale(grad, 1 - args_.beta1)});
+    Value decayed = args_.weight_decay != 0 ? mul(p, as(decay_, t)) : p;
+    set(p, sub(decayed, mul(as(lr_, t), emit(OpKind::Sign, {c}))));
+    set(m, emit(OpKind::Add, {scale(m, args_.beta2), scale(grad, 1 - args_.beta2)}));
   }
 };
 

@@ -59,18 +59,54 @@ std::string SizeExpr::str(const std::vector<std::string>& names) const {
   return s;
 }
 
+namespace {
+
+// OneCycleLR (anneal_strategy "cos", three_phase false): phase 1 from lr / div_factor to lr
+// ends at step pct_start * total - 1, phase 2 down to the floor at total - 1.
+double one_cycle(const Schedule& s, int64_t step, int64_t total) {
+  const double initial = s.lr / s.div_factor, floor = initial / s.final_div_factor;
+  const double end1 = s.pct_start * static_cast<double>(total) - 1, end2 = static_cast<double>(total) - 1;
+  const double k = static_cast<double>(step);
+  auto anneal = [](double from, double to, double pct) { return to + (from - to) / 2 * (std::cos(std::numbers::pi * pct) + 1); };
+  // A phase of no steps (torch divides by zero there) has reached its end.
+  auto pct = [](double at, double start, double end) { return end > start ? (at - start) / (end - start) : 1.0; };
+  if (k <= end1) return anneal(initial, s.lr, pct(k, 0, end1));
+  return anneal(s.lr, floor, std::min(1.0, pct(k, end1, end2)));
+}
+
+}  // namespace
+
+const std::vector<std::string>& schedule_kinds() {
+  static const std::vector<std::string> kinds = {"constant", "step", "cosine", "linear", "exponential", "polynomial", "onecycle"};
+  return kinds;
+}
+
+bool Schedule::depends_on_length() const {
+  return kind == "cosine" || kind == "linear" || kind == "polynomial" || kind == "onecycle";
+}
+
 double Schedule::lr_at(int64_t step, int64_t total) const {
   if (kind == "step") {
     if (every <= 0) return lr;
     return lr * std::pow(gamma, static_cast<double>(step / every));
   }
+  if (kind == "onecycle") return total > 0 ? one_cycle(*this, step, total) : lr;
+  if (kind == "constant") return lr;
+  if (step < warmup) return lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  const int64_t k = step - warmup, span = total - warmup;
+  if (kind == "exponential") return lr * std::pow(gamma, static_cast<double>(k));
+  if (span <= 0) return kind == "linear" && total > 0 ? lr * end_factor : lr;
   if (kind == "cosine") {
-    if (step < warmup) return lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
-    int64_t span = total - warmup;
-    if (span <= 0) return lr;
-    double progress = std::min(1.0, static_cast<double>(step - warmup) / static_cast<double>(span));
+    double progress = std::min(1.0, static_cast<double>(k) / static_cast<double>(span));
     return min_lr + 0.5 * (lr - min_lr) * (1 + std::cos(std::numbers::pi * progress));
   }
+  if (kind == "linear") {
+    if (span == 1) return lr * end_factor;
+    const double done = static_cast<double>(std::min(k, span - 1)) / static_cast<double>(span - 1);
+    return lr * (1 + (end_factor - 1) * done);
+  }
+  if (kind == "polynomial")
+    return lr * std::pow(1 - static_cast<double>(std::min(k, span)) / static_cast<double>(span), power);
   return lr;
 }
 

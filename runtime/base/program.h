@@ -242,20 +242,43 @@ struct DataSpec {
   std::map<std::string, double> floats;
 };
 
+// The learning rate of each step (docs/language.md, "The train section"). Every kind but
+// onecycle may start with `warmup` steps of linear warm-up, lr * (step + 1) / warmup, and
+// continues from lr after them; k below counts the steps after the warm-up, n is the run's
+// length (total) less the warm-up. As torch.optim.lr_scheduler's:
+//   constant     lr
+//   step         lr * gamma^(step / every)                              (StepLR)
+//   cosine       min_lr + (lr - min_lr) (1 + cos(pi k / n)) / 2          (CosineAnnealingLR)
+//   linear       lr (1 + (end_factor - 1) min(k, n - 1) / (n - 1)): end_factor * lr at the
+//                last step                                               (LinearLR)
+//   exponential  lr * gamma^k                                            (ExponentialLR)
+//   polynomial   lr (1 - min(k, n) / n)^power: 0 one step after the end  (PolynomialLR)
+//   onecycle     OneCycleLR with cosine annealing and no momentum cycling: from
+//                lr / div_factor up to lr over pct_start * total - 1 steps, then down to
+//                lr / div_factor / final_div_factor at the last step (lr is the peak)
 struct Schedule {
-  std::string kind = "constant";  // "constant", "step", "cosine"
+  std::string kind = "constant";  // one of schedule_kinds()
   double lr = 1e-3;
-  int64_t warmup = 0;   // cosine: linear warm-up steps
+  int64_t warmup = 0;   // linear warm-up steps (every kind but onecycle)
   int64_t every = 0;    // step: decay period in steps
-  double gamma = 0.1;   // step: decay factor
+  double gamma = 0.1;   // step, exponential: decay factor
   double min_lr = 0.0;  // cosine: the floor
+  double end_factor = 0.0;  // linear: the last step's lr / lr
+  double power = 1.0;       // polynomial: the exponent
+  double pct_start = 0.3, div_factor = 25.0, final_div_factor = 1e4;  // onecycle
   // The learning rate for 0-based step `step` of `total` steps.
   double lr_at(int64_t step, int64_t total) const;
+  // Whether the curve depends on the run's length (a resume into another length would
+  // follow another curve): cosine, linear, polynomial, onecycle.
+  bool depends_on_length() const;
 };
+
+// The schedule kinds the runtime knows, in the order docs/language.md lists them.
+const std::vector<std::string>& schedule_kinds();
 
 struct TrainSettings {
   std::optional<DataSpec> data;
-  std::string optimizer;  // "sgd", "adam", "adamw"
+  std::string optimizer;  // "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion"
   Schedule schedule;
   int64_t batch = 32, epochs = 0, steps = 0, seed = 0, accumulate = 1, eval_every = 0;
   double validation = 0.0;  // fraction held out when the data has no test split

@@ -13,7 +13,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The optimizers' ranges are PyTorch's (torch.optim checks lr >= 0, momentum >= 0,
 // 0 <= betas < 1, eps >= 0, weight_decay >= 0), but a learning rate of 0 trains nothing and
-// is refused.
+// is refused. RMSprop's alpha is held to [0, 1) as the betas are (torch checks alpha >= 0
+// only; alpha = 1 never updates the average); Adagrad's, LinearLR's and OneCycleLR's as
+// torch.optim's.
 const SettingRule kRules[] = {
     {"batch", true, 1, kInf, false, true, "a positive integer", false},
     {"steps", true, 1, kInf, false, true, "a positive integer", true},
@@ -33,6 +35,16 @@ const SettingRule kRules[] = {
     {"beta2", false, 0, 1, false, true, "a number from 0 up to but not including 1", false},
     {"eps", false, 0, kInf, false, true, "a finite number, 0 or greater", false},
     {"weight_decay", false, 0, kInf, false, true, "a finite number, 0 or greater", false},
+    {"alpha", false, 0, 1, false, true, "a number from 0 up to but not including 1", false},
+    {"lr_decay", false, 0, kInf, false, true, "a finite number, 0 or greater", false},
+    {"initial_accumulator_value", false, 0, kInf, false, true, "a finite number, 0 or greater", false},
+    {"end_factor", false, 0, 1, false, false, "a number from 0 to 1", false},
+    {"power", false, 0, kInf, false, true, "a finite number, 0 or greater", false},
+    // onecycle: max_lr 0 stands for the optimizer's lr.
+    {"max_lr", false, 0, kInf, false, true, "a finite number, 0 or greater (0: the optimizer's lr)", false},
+    {"pct_start", false, 0, 1, false, false, "a number from 0 to 1", false},
+    {"div_factor", false, 0, kInf, true, true, "a finite number greater than 0", false},
+    {"final_div_factor", false, 0, kInf, true, true, "a finite number greater than 0", false},
 };
 
 bool in_range(const SettingRule& r, double v) {
@@ -73,7 +85,9 @@ std::optional<std::string> check_train_settings(const TrainSettings& t) {
       {"validation", t.validation},                      {"clip_grad_norm", t.clip_grad_norm},
       {"lr", s.lr},                                      {"warmup", static_cast<double>(s.warmup)},
       {"every", static_cast<double>(s.every)},           {"gamma", s.gamma},
-      {"min_lr", s.min_lr},
+      {"min_lr", s.min_lr},                              {"end_factor", s.end_factor},
+      {"power", s.power},                                {"pct_start", s.pct_start},
+      {"div_factor", s.div_factor},                      {"final_div_factor", s.final_div_factor},
   };
   for (const auto& [key, v] : values) {
     if (v == 0 && setting_rule(key)->zero_is_unset) continue;

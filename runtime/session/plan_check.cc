@@ -218,7 +218,9 @@ void check_program(const Program& p) {
   check_functions(p);
   const TrainSettings& t = p.train;
   const std::string& s = t.schedule.kind;
-  if (s != "constant" && s != "step" && s != "cosine") fail(fmt::format("the train settings name an unknown schedule '{}'", printable(s)));
+  const std::vector<std::string>& kinds = schedule_kinds();
+  if (std::find(kinds.begin(), kinds.end(), s) == kinds.end())
+    fail(fmt::format("the train settings name an unknown schedule '{}'", printable(s)));
   if (std::optional<std::string> e = check_train_settings(t)) fail(fmt::format("the train settings: {}", *e));
   if (!p.ptx.empty() && p.ptx_target.empty()) fail("the program has PTX but no PTX target");
 }

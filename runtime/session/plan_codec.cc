@@ -205,6 +205,8 @@ void write_train(Writer& w, const TrainSettings& t) {
   const Schedule& s = t.schedule;
   w.str(s.kind);
   w.f64(s.lr), w.i64(s.warmup), w.i64(s.every), w.f64(s.gamma), w.f64(s.min_lr);
+  // Version 3: the numbers of the linear, polynomial and onecycle schedules.
+  w.f64(s.end_factor), w.f64(s.power), w.f64(s.pct_start), w.f64(s.div_factor), w.f64(s.final_div_factor);
   for (int64_t v : {t.batch, t.epochs, t.steps, t.seed, t.accumulate, t.eval_every}) w.i64(v);
   w.f64(t.validation), w.f64(t.clip_grad_norm);
 }
@@ -234,6 +236,8 @@ TrainSettings read_train(Reader& r) {
   s.kind = r.str("the schedule");
   s.lr = r.f64("the schedule"), s.warmup = r.i64("the schedule"), s.every = r.i64("the schedule");
   s.gamma = r.f64("the schedule"), s.min_lr = r.f64("the schedule");
+  s.end_factor = r.f64("the schedule"), s.power = r.f64("the schedule"), s.pct_start = r.f64("the schedule");
+  s.div_factor = r.f64("the schedule"), s.final_div_factor = r.f64("the schedule");
   for (int64_t* v : {&t.batch, &t.epochs, &t.steps, &t.seed, &t.accumulate, &t.eval_every}) *v = r.i64("the train settings");
   t.validation = r.f64("the train settings");
   t.clip_grad_norm = r.f64("the train settings");

@@ -17,7 +17,8 @@
 //   feed     := str name, u32 micro, u32 buffer
 //   train    := u8 has_data [str kind, list<(str, str)>, list<(str, i64)>, list<(str, f64)>],
 //               str optimizer, str schedule.kind, f64 lr, i64 warmup, i64 every, f64 gamma,
-//               f64 min_lr, i64 batch, epochs, steps, seed, accumulate, eval_every,
+//               f64 min_lr, f64 end_factor, power, pct_start, div_factor, final_div_factor
+//               (version 3), i64 batch, epochs, steps, seed, accumulate, eval_every,
 //               f64 validation, f64 clip_grad_norm
 //   target   := str arch, str cpu, list<str> features
 //   [streams] := u32 "STRM", list<fstreams> (one per function, in order); present only when

@@ -92,7 +92,7 @@ struct Section {
 };
 
 struct Envelope {
-  uint32_t version = 2, flags = 0, reserved = 0;  // rt::kPlanVersion
+  uint32_t version = 3, flags = 0, reserved = 0;  // rt::kPlanVersion
   std::vector<Section> sections;
   std::string trailing;  // bytes after the last section
 };

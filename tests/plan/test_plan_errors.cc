@@ -124,14 +124,16 @@ TEST_F(PlanErrors, FileProblems) {
 TEST_F(PlanErrors, OtherVersions) {
   std::string v = base().bytes;
   plantest::put32(v, 8, 7);
-  expect_error(v, "plan format version 7, this runtime reads version 2 (a newer modelc wrote it");
+  expect_error(v, "plan format version 7, this runtime reads version 3 (a newer modelc wrote it");
   plantest::put32(v, 8, 0);
   // Every other version gets a remedy, an older (or damaged) one too.
-  expect_error(v, "plan format version 0, this runtime reads version 2 (an older modelc wrote it, or the header is "
+  expect_error(v, "plan format version 0, this runtime reads version 3 (an older modelc wrote it, or the header is "
                   "damaged; recompile the .model with this one)");
   Envelope e = envelope();
   e.version = 1;  // before the kernels' contracts
-  expect_error(plantest::make_plan(e), "plan format version 1, this runtime reads version 2");
+  expect_error(plantest::make_plan(e), "plan format version 1, this runtime reads version 3");
+  e.version = 2;  // before the schedules' numbers of version 3
+  expect_error(plantest::make_plan(e), "plan format version 2, this runtime reads version 3 (an older modelc wrote it");
 }
 
 // Cut after every byte of the header and the section table, and at a sample of offsets
@@ -397,12 +399,23 @@ TEST_F(PlanErrors, InconsistentPrograms) {
            for (uint32_t& b : in.inputs)
              if (b == mine) b = theirs;
        }},
-      {"unknown schedule 'linear'", [](rt::Program& p) { p.train.schedule.kind = "linear"; }},
+      {"unknown schedule 'cyclic'", [](rt::Program& p) { p.train.schedule.kind = "cyclic"; }},
       // The train section's rules (runtime/base/train_rules.h), in its words.
       {"the train settings: 'batch' must be a positive integer, got 0", [](rt::Program& p) { p.train.batch = 0; }},
       {"'lr' must be a finite number greater than 0, got nan", [](rt::Program& p) { p.train.schedule.lr = NAN; }},
       {"'clip_grad_norm' must be a finite number greater than 0, got -1", [](rt::Program& p) { p.train.clip_grad_norm = -1; }},
       {"'warmup' must be a non-negative integer, got -2", [](rt::Program& p) { p.train.schedule.warmup = -2; }},
+      // The numbers of the schedules of plan format 3, whatever the kind.
+      {"'end_factor' must be a number from 0 to 1, got 1.5", [](rt::Program& p) { p.train.schedule.end_factor = 1.5; }},
+      {"'power' must be a finite number, 0 or greater, got -1", [](rt::Program& p) { p.train.schedule.power = -1; }},
+      {"'pct_start' must be a number from 0 to 1, got nan", [](rt::Program& p) {
+         p.train.schedule.kind = "onecycle";
+         p.train.schedule.pct_start = NAN;
+       }},
+      {"'div_factor' must be a finite number greater than 0, got 0", [](rt::Program& p) { p.train.schedule.div_factor = 0; }},
+      {"'final_div_factor' must be a finite number greater than 0, got inf", [](rt::Program& p) {
+         p.train.schedule.final_div_factor = INFINITY;
+       }},
       {"'validation' must be a number between 0 and 1, got -0.5", [](rt::Program& p) { p.train.validation = -0.5; }},
       {"'seed' must be a non-negative integer, got -1", [](rt::Program& p) { p.train.seed = -1; }},
       {"has PTX but no PTX target", [](rt::Program& p) { p.ptx_target.clear(); }},

@@ -154,6 +154,11 @@ void expect_same_program(const rt::Program& a, const rt::Program& b, bool loaded
   EXPECT_EQ(s.schedule.every, t.schedule.every);
   EXPECT_EQ(bits(s.schedule.gamma), bits(t.schedule.gamma));
   EXPECT_EQ(bits(s.schedule.min_lr), bits(t.schedule.min_lr));
+  EXPECT_EQ(bits(s.schedule.end_factor), bits(t.schedule.end_factor));
+  EXPECT_EQ(bits(s.schedule.power), bits(t.schedule.power));
+  EXPECT_EQ(bits(s.schedule.pct_start), bits(t.schedule.pct_start));
+  EXPECT_EQ(bits(s.schedule.div_factor), bits(t.schedule.div_factor));
+  EXPECT_EQ(bits(s.schedule.final_div_factor), bits(t.schedule.final_div_factor));
   EXPECT_EQ(s.batch, t.batch);
   EXPECT_EQ(s.epochs, t.epochs);
   EXPECT_EQ(s.steps, t.steps);
@@ -283,7 +288,7 @@ TEST(PlanFields, EveryFieldSurvives) {
   d.floats = {{"inf", HUGE_VAL}, {"tiny", 5e-324}};
   p.train.data = d;
   p.train.optimizer = "adam";
-  p.train.schedule = {"cosine", 0.25, 17, 3, 0.5, -0.0};
+  p.train.schedule = {"cosine", 0.25, 17, 3, 0.5, -0.0, 0.375, 2.5, 0.125, 1e300, 5e-324};
   p.train.batch = 3, p.train.epochs = 4, p.train.steps = 5, p.train.seed = 6, p.train.accumulate = 3;
   p.train.eval_every = 8, p.train.validation = 0.125, p.train.clip_grad_norm = 1e300;
   p.ptx = std::string("// PTX\0text", 11);

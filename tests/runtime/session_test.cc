@@ -176,6 +176,28 @@ TEST(Session, FeedsTheScheduleAndStep) {
   auto cosine = [](double progress) { return 0.1 + 0.5 * 0.9 * (1 + std::cos(std::numbers::pi * progress)); };
   check(cos, 110, {{0, 0.1}, {4, 0.5}, {9, 1.0}, {10, 1.0}, {35, cosine(0.25)}, {60, cosine(0.5)}, {109, cosine(0.99)},
                    {200, 0.1}});
+  // The schedules of plan format 3 (their curves against PyTorch's: tests/train/test_torch_optim.cc),
+  // here at their ends: end_factor at the last step, a run no longer than the warm-up, past the end.
+  Schedule lin;
+  lin.kind = "linear", lin.lr = 1.0, lin.warmup = 4, lin.end_factor = 0.25;
+  check(lin, 14, {{0, 0.25}, {3, 1.0}, {4, 1.0}, {8, 1.0 - 0.75 * 4 / 9}, {13, 0.25}, {20, 0.25}});
+  check(lin, 5, {{3, 1.0}, {4, 0.25}});
+  Schedule ex;
+  ex.kind = "exponential", ex.lr = 2.0, ex.warmup = 2, ex.gamma = 0.5;
+  check(ex, 10, {{0, 1.0}, {1, 2.0}, {2, 2.0}, {5, 0.25}});
+  Schedule poly;
+  poly.kind = "polynomial", poly.lr = 1.0, poly.power = 2.0;
+  check(poly, 10, {{0, 1.0}, {5, 0.25}, {9, 0.01}, {10, 0.0}, {12, 0.0}});
+  Schedule one;
+  one.kind = "onecycle", one.lr = 1.0, one.pct_start = 0.5, one.div_factor = 4, one.final_div_factor = 2.5;
+  // 11 steps: up from 0.25 over steps 0..4.5, down to 0.1 at step 10.
+  check(one, 11, {{0, 0.25}, {10, 0.1}, {20, 0.1}});
+  EXPECT_NEAR(one.lr_at(4, 11), 0.25 + 0.75 * 0.5 * (1 - std::cos(std::numbers::pi * 4 / 4.5)), 1e-12);
+  EXPECT_NEAR(one.lr_at(5, 11), 0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * 0.5 / 5.5)), 1e-12);
+  one.pct_start = 0;  // no rise: the first step is already on the way down
+  EXPECT_NEAR(one.lr_at(0, 10), 0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * 0.1)), 1e-12);
+  EXPECT_TRUE(lin.depends_on_length() && poly.depends_on_length() && one.depends_on_length());
+  EXPECT_FALSE(ex.depends_on_length() || step.depends_on_length() || constant.depends_on_length());
 }
 
 namespace {

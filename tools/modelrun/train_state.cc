@@ -84,22 +84,26 @@ void check_position(const rt::Checkpoint& c, int64_t step, const rt::DataPositio
       c.path, step, pos.epoch, pos.batch, step, run.per_epoch, step / run.per_epoch, step % run.per_epoch));
 }
 
-// A cosine schedule's curve depends on the run's length: resuming it into another length
-// would follow another curve than either run, so it is refused.
+// A cosine (linear, polynomial, onecycle) schedule's curve depends on the run's length:
+// resuming it into another length would follow another curve than either run, so it is
+// refused.
 void check_horizon(const rt::Checkpoint& c, const RunShape& run, bool quiet) {
+  rt::Schedule kind;
+  kind.kind = run.schedule;
+  const bool by_length = kind.depends_on_length();
   if (!c.has("total_steps")) {
-    if (run.schedule == "cosine" && !quiet)
-      fmt::print(stderr, "note: {} does not record its run's length (an older modelrun wrote it); the cosine schedule "
-                 "continues as a run of {} steps\n", c.path, run.total);
+    if (by_length && !quiet)
+      fmt::print(stderr, "note: {} does not record its run's length (an older modelrun wrote it); the {} schedule "
+                 "continues as a run of {} steps\n", c.path, run.schedule, run.total);
     return;
   }
   const int64_t was = c.count("total_steps");
   if (was == run.total) return;
-  if (run.schedule == "cosine")
+  if (by_length)
     throw rt::CheckpointError(fmt::format(
-        "{}: written by a run of {} steps and this run has {}: the cosine schedule's learning rate depends on the run's "
+        "{}: written by a run of {} steps and this run has {}: the {} schedule's learning rate depends on the run's "
         "length, so the two would follow different curves (pass --steps {} to finish that run, or start a new one)",
-        c.path, was, run.total, was));
+        c.path, was, run.total, run.schedule, was));
   if (!quiet)
     fmt::print(stderr, "note: {} was written by a run of {} steps; this run goes on to {} (a {} schedule does not "
                "depend on the run's length)\n", c.path, was, run.total, run.schedule);

@@ -36,7 +36,7 @@ struct RunShape {
   std::string model;
   int64_t per_epoch = 0;  // batches (optimizer steps) per epoch
   int64_t total = 0;      // the run's steps: the learning-rate schedule's horizon
-  std::string schedule;   // "constant", "step", "cosine"
+  std::string schedule;   // rt::Schedule::kind: "constant", "step", "cosine", ...
 };
 
 // What the session's parameters (and, with_state, its optimizer state) are: what a
@@ -51,8 +51,8 @@ std::map<std::string, std::string> checkpoint_metadata(const rt::Session& s, con
 // Loads checkpoint `path` into `s` (parameters, optimizer state, step) and returns the data
 // position to continue from. Every field is checked: the model, the seed, the step (a whole
 // number, not past the run's end), the data position (consistent with the step at this
-// batch size), and the horizon (a cosine schedule's curve depends on it: a different one is
-// refused). Throws rt::CheckpointError naming the file and the field.
+// batch size), and the horizon (a cosine, linear, polynomial or onecycle schedule's curve
+// depends on it: a different one is refused). Throws rt::CheckpointError naming the file and the field.
 rt::DataPosition resume_from(rt::Session& s, const std::string& path, const RunShape& run, bool quiet);
 
 }  // namespace modelrun
