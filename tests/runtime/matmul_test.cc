@@ -234,7 +234,10 @@ TEST(Matmul, NativeBf16MatchesWidened) {
         const int64_t row = i / N, col = i % N;
         double sum_abs = bias ? std::abs(b.f32()[col]) : 0;
         for (int64_t k = 0; k < K; ++k) sum_abs += std::abs(element(x, row * K + k) * element(w, k * N + col));
-        const double tol = 0x1p-8 * std::abs(element(want, i)) + 1e-5 * sum_abs + 1e-6;
+        // A bf16 result: two f32 sums in different orders that straddle a rounding boundary
+        // round one bf16 ulp apart (up to 2^-7 relative); an f32 result half of that.
+        const double ulp = out == ElemType::BF16 ? 0x1p-7 : 0x1p-8;
+        const double tol = ulp * std::abs(element(want, i)) + 1e-5 * sum_abs + 1e-6;
         if (!(std::abs(element(got, i) - element(want, i)) <= tol) && ++bad <= 5)
           ADD_FAILURE() << what << " element " << i << ": native " << element(got, i) << ", widened " << element(want, i);
       }
