@@ -130,4 +130,10 @@ std::vector<OpExample> of(const OpInfo& op, ExampleRng& rng) {
   return {};
 }
 
+std::vector<OpExample> calls(int n, const std::function<void(int rep, OpExample& call)>& fill) {
+  std::vector<OpExample> out(static_cast<size_t>(n));
+  for (int rep = 0; rep < n; ++rep) fill(rep, out[static_cast<size_t>(rep)]);
+  return out;
+}
+
 }  // namespace modelc::examples

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "compiler/ir/op_registry.h"
@@ -33,6 +34,9 @@ std::vector<int64_t> out_shape(OpKind op, const OpExample& e, size_t k = 0);
 // bool) when the op's shape rule accepts them; an op with float attributes is also called
 // with random values of them in [0.05, 0.5].
 std::vector<OpExample> default_examples(const OpInfo& op, ExampleRng& rng);
+
+// `n` calls, call `rep` filled by fill(rep, call): the loop of a record's generator.
+std::vector<OpExample> calls(int n, const std::function<void(int rep, OpExample& call)>& fill);
 
 // The calls of `op`: its generator's, else default_examples for an op with domains; none
 // for sources.

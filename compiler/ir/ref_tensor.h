@@ -36,6 +36,21 @@ struct RefTensor {
   std::string shape_str() const;
 };
 
+// The multi-index of flat offset `flat` in a row-major tensor of shape `shape`, and back.
+inline void unravel(int64_t flat, const std::vector<int64_t>& shape, std::vector<int64_t>& idx) {
+  idx.assign(shape.size(), 0);
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 0) return;
+    idx[i] = flat % shape[i];
+    flat /= shape[i];
+  }
+}
+inline int64_t ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& shape) {
+  int64_t at = 0;
+  for (size_t k = 0; k < shape.size(); ++k) at = at * shape[k] + idx[k];
+  return at;
+}
+
 // The flat index, in a tensor of shape `in` that broadcasts to `out` (numpy rules), of the
 // element that output element `i` reads.
 inline int64_t broadcast_index(const std::vector<int64_t>& out, const std::vector<int64_t>& in, int64_t i) {

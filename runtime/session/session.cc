@@ -46,6 +46,10 @@ void init_parameter(HostTensor& t, const Init& init, uint64_t seed, const std::s
     return;
   }
   float* p = t.f32();
+  if (init.kind == Init::Kind::Ones || init.kind == Init::Kind::Constant) {  // no random draws
+    std::fill(p, p + t.numel(), init.kind == Init::Kind::Ones ? 1.0f : static_cast<float>(init.a));
+    return;
+  }
   PhiloxKey key = dropout_key(seed, fnv1a(name));
   const double a = init.a, b = init.b;
   Init::Kind kind = init.kind;
@@ -53,7 +57,7 @@ void init_parameter(HostTensor& t, const Init& init, uint64_t seed, const std::s
     for (int64_t i = lo; i < hi; ++i) {
       auto u = static_cast<uint64_t>(i);
       PhiloxCounter w = philox4x32_10({static_cast<uint32_t>(u), static_cast<uint32_t>(u >> 32), 0x1A17u, 0u}, key);
-      double v = kind == Init::Kind::Constant ? a : 1.0;
+      double v = 0;
       if (kind == Init::Kind::Uniform) {
         v = a + (b - a) * (static_cast<double>(w[0]) / 4294967296.0);
         // [low, high) in f32: a double just below high can round up to it.

@@ -51,7 +51,6 @@ EvalResult evaluate(rt::Session& s, const EvalFeeds& f, const std::shared_ptr<co
   int64_t correct = 0, predictions = 0;
   while (auto b = loader.next()) {
     const int64_t n = b->size();
-    const rt::HostTensor labels = b->labels;
     std::map<std::string, rt::HostTensor> in;
     in[f.features] = std::move(b->features);
     in[f.labels] = std::move(b->labels);
@@ -59,7 +58,7 @@ EvalResult evaluate(rt::Session& s, const EvalFeeds& f, const std::shared_ptr<co
     loss_sum += static_cast<double>(out.at("loss").f32()[0]) * static_cast<double>(n);
     for (size_t k = 0; k < names.size(); ++k) sums[k] += static_cast<double>(out.at(names[k]).f32()[0]) * static_cast<double>(n);
     r.examples += n;
-    if (auto it = out.find("logits"); it != out.end()) count_correct(it->second, labels, correct, predictions);
+    if (auto it = out.find("logits"); it != out.end()) count_correct(it->second, in.at(f.labels), correct, predictions);
   }
   const double denom = r.examples ? static_cast<double>(r.examples) : NAN;
   r.loss = loss_sum / denom;

@@ -152,9 +152,7 @@ Value expand_logsumexp(ExpandCtx& x) {
 // tie is a kink of max's and min's gradients).
 ExampleFn reduction_examples(bool correction) {
   return [correction](ExampleRng& rng) {
-    std::vector<OpExample> out;
-    for (int rep = 0; rep < 6; ++rep) {
-      OpExample e;
+    return examples::calls(6, [&](int rep, OpExample& e) {
       // var and std: at least two elements (std's gradient at a zero variance is 0 / 0).
       const std::vector<int64_t> s = examples::shape(rng, rep == 0 && !correction ? 0 : 1, 4, correction ? 2 : 1, 5);
       Ints axes;
@@ -170,9 +168,7 @@ ExampleFn reduction_examples(bool correction) {
         e.attrs.set("correction", k);
         e.label += fmt::format(", correction {}", k);
       }
-      out.push_back(std::move(e));
-    }
-    return out;
+    });
   };
 }
 

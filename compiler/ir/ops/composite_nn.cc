@@ -13,21 +13,6 @@
 namespace modelc {
 namespace {
 
-std::vector<int64_t> unflat(int64_t i, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t k = shape.size(); k-- > 0;) {
-    idx[k] = i % shape[k];
-    i /= shape[k];
-  }
-  return idx;
-}
-
-int64_t flat(const std::vector<int64_t>& idx, const std::vector<int64_t>& shape) {
-  int64_t at = 0;
-  for (size_t k = 0; k < shape.size(); ++k) at = at * shape[k] + idx[k];
-  return at;
-}
-
 // ---- repeat: tiles x `repeats` times along each axis (more repeats than axes add leading ones)
 
 void infer_repeat(InferCtx& ctx) {
@@ -65,10 +50,11 @@ void ref_repeat(RefCtx& c) {
   RefTensor& out = c.out[0];
   std::vector<int64_t> xs(out.shape.size() - x.shape.size(), 1);
   xs.insert(xs.end(), x.shape.begin(), x.shape.end());
+  std::vector<int64_t> idx;
   for (int64_t i = 0; i < out.numel(); ++i) {
-    std::vector<int64_t> idx = unflat(i, out.shape);
+    unravel(i, out.shape, idx);
     for (size_t k = 0; k < idx.size(); ++k) idx[k] %= xs[k];
-    out[i] = x[flat(idx, xs)];
+    out[i] = x[ravel(idx, xs)];
   }
 }
 
@@ -119,14 +105,15 @@ void ref_pad(RefCtx& c) {
   const Ints& p = c.attrs().ints("pads");
   std::vector<int64_t> before(x.shape.size(), 0);
   for (size_t k = 0; k < p.size() / 2; ++k) before[x.shape.size() - 1 - k] = p[2 * k];
+  std::vector<int64_t> idx;
   for (int64_t i = 0; i < out.numel(); ++i) {
-    std::vector<int64_t> idx = unflat(i, out.shape);
+    unravel(i, out.shape, idx);
     bool inside = true;
     for (size_t k = 0; k < idx.size(); ++k) {
       idx[k] -= before[k];
       inside &= idx[k] >= 0 && idx[k] < x.shape[k];
     }
-    out[i] = inside ? x[flat(idx, x.shape)] : c.attrs().f("value");
+    out[i] = inside ? x[ravel(idx, x.shape)] : c.attrs().f("value");
   }
 }
 
@@ -169,11 +156,12 @@ Value expand_upsample(ExpandCtx& x) {
 void ref_upsample(RefCtx& c) {
   const RefTensor& x = c.input(0);
   const int64_t s = c.attrs().i("scale");
+  std::vector<int64_t> idx;
   for (int64_t i = 0; i < c.out[0].numel(); ++i) {
-    std::vector<int64_t> idx = unflat(i, c.out[0].shape);
+    unravel(i, c.out[0].shape, idx);
     idx[2] /= s;
     idx[3] /= s;
-    c.out[0][i] = x[flat(idx, x.shape)];
+    c.out[0][i] = x[ravel(idx, x.shape)];
   }
 }
 
@@ -207,11 +195,12 @@ void ref_adaptive_avg(RefCtx& c) {
   const RefTensor& x = c.input(0);
   RefTensor& out = c.out[0];
   const int64_t kh = x.shape[2] / out.shape[2], kw = x.shape[3] / out.shape[3];
+  std::vector<int64_t> o;
   for (int64_t i = 0; i < out.numel(); ++i) {
-    const std::vector<int64_t> o = unflat(i, out.shape);
+    unravel(i, out.shape, o);
     double s = 0;
     for (int64_t a = 0; a < kh; ++a)
-      for (int64_t b = 0; b < kw; ++b) s += x[flat({o[0], o[1], o[2] * kh + a, o[3] * kw + b}, x.shape)];
+      for (int64_t b = 0; b < kw; ++b) s += x[ravel({o[0], o[1], o[2] * kh + a, o[3] * kw + b}, x.shape)];
     out[i] = s / static_cast<double>(kh * kw);
   }
 }
@@ -224,9 +213,7 @@ void register_nn_composites(OpRegistry& r) {
   r.def(OpKind::Repeat).signature("x: tensor, repeats: ints").infer(infer_repeat).reference(ref_repeat)
       .composite(expand_repeat)
       .examples([](ExampleRng& rng) {
-        std::vector<OpExample> out;
-        for (int rep = 0; rep < 5; ++rep) {
-          OpExample e;
+        return examples::calls(5, [&](int rep, OpExample& e) {
           const std::vector<int64_t> s = examples::shape(rng, 0, 3, 1, 3);
           Ints reps;
           for (size_t k = 0; k < s.size() + (rep % 2); ++k) reps.push_back(examples::pick(rng, 1, 3));
@@ -234,18 +221,14 @@ void register_nn_composites(OpRegistry& r) {
           e.inputs = {examples::values(rng, DType::F32, s, Domain{-3, 3})};
           e.attrs.set("repeats", reps);
           e.label = fmt::format("{} repeats {}", RefTensor(DType::F32, s).shape_str(), attr_str(reps));
-          out.push_back(std::move(e));
-        }
-        return out;
+        });
       })
       .summary("tiles x repeats[k] times along each axis, as torch.Tensor.repeat (more repeats than axes add "
                "leading axes): [2, 3] repeated [2, 1] is [4, 3]");
   r.def(OpKind::Pad).signature("x: tensor, pads: ints, value: float = 0.0, mode: str = \"constant\"").infer(infer_pad)
       .reference(ref_pad).composite(expand_pad)
       .examples([](ExampleRng& rng) {
-        std::vector<OpExample> out;
-        for (int rep = 0; rep < 5; ++rep) {
-          OpExample e;
+        return examples::calls(5, [&](int rep, OpExample& e) {
           const std::vector<int64_t> s = examples::shape(rng, 1, 3, 1, 4);
           Ints pads;
           const int64_t axes = examples::pick(rng, 1, static_cast<int64_t>(s.size()));
@@ -254,17 +237,13 @@ void register_nn_composites(OpRegistry& r) {
           e.attrs.set("pads", pads);
           e.attrs.set("value", rep == 0 ? 0.0 : -1.5);
           e.label = fmt::format("{} pads {}", RefTensor(DType::F32, s).shape_str(), attr_str(pads));
-          out.push_back(std::move(e));
-        }
-        return out;
+        });
       })
       .summary("pads with a constant as torch.nn.functional.pad: pads = [before, after] of the last axis, then of "
                "the one before, ...; mode \"constant\" only");
   auto image_examples = [](const char* attr, bool adaptive) {
     return [attr, adaptive](ExampleRng& rng) {
-      std::vector<OpExample> out;
-      for (int rep = 0; rep < 4; ++rep) {
-        OpExample e;
+      return examples::calls(4, [&](int rep, OpExample& e) {
         const int64_t oh = examples::pick(rng, 1, 3), ow = examples::pick(rng, 1, 3);
         const int64_t k = examples::pick(rng, 1, 3);
         const std::vector<int64_t> s = {examples::pick(rng, 1, 2), examples::pick(rng, 1, 3), adaptive ? oh * k : oh,
@@ -273,9 +252,7 @@ void register_nn_composites(OpRegistry& r) {
         if (adaptive) e.attrs.set(attr, rep == 0 ? Ints{1} : Ints{oh, ow});
         else e.attrs.set(attr, k);
         e.label = fmt::format("{} {} {}", RefTensor(DType::F32, s).shape_str(), attr, adaptive ? attr_str(e.attrs.ints(attr)) : std::to_string(k));
-        out.push_back(std::move(e));
-      }
-      return out;
+      });
     };
   };
   r.def(OpKind::Upsample).signature("x: tensor, scale: int, mode: str = \"nearest\"").infer(infer_upsample)

@@ -91,7 +91,7 @@ Value expand_rms_norm(ExpandCtx& x) {
   const Value ms = x.op(OpKind::Mean, {x.op(OpKind::Mul, {in, in})}, {{"axes", Ints{-1}}, {"keepdims", true}});
   const Value r = x.op(OpKind::Rsqrt, {x.op(OpKind::Add, {ms, x.number(x.attrs.f("eps"), x.out.dtype)})});
   const Value y = x.op(OpKind::Mul, {in, r});
-  return x.has_input(1) ? x.op(OpKind::Mul, {y, x.input(1)}) : x.op(OpKind::Mul, {y, x.number(1, x.out.dtype)});
+  return x.has_input(1) ? x.op(OpKind::Mul, {y, x.input(1)}) : y;
 }
 
 void ref_rms_norm(RefCtx& c) {
@@ -155,9 +155,7 @@ void ref_cosine(RefCtx& c) {
 }
 
 std::vector<OpExample> norm_examples(ExampleRng& rng, OpKind k) {
-  std::vector<OpExample> out;
-  for (int rep = 0; rep < 5; ++rep) {
-    OpExample e;
+  return examples::calls(5, [&](int rep, OpExample& e) {
     const bool affine = rep % 2 == 0;
     if (k == OpKind::GroupNorm) {
       const int64_t g = examples::pick(rng, 1, 3), ch = g * examples::pick(rng, 1, 2);
@@ -181,9 +179,7 @@ std::vector<OpExample> norm_examples(ExampleRng& rng, OpKind k) {
       }
       e.label = fmt::format("{}{}", RefTensor(DType::F32, s).shape_str(), affine ? ", weight" : "");
     }
-    out.push_back(std::move(e));
-  }
-  return out;
+  });
 }
 
 }  // namespace

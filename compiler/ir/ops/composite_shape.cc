@@ -176,9 +176,7 @@ std::vector<int64_t> with_ones(ExampleRng& rng, std::vector<int64_t> s) {
 }
 
 std::vector<OpExample> shape_examples(ExampleRng& rng, OpKind k) {
-  std::vector<OpExample> out;
-  for (int rep = 0; rep < 6; ++rep) {
-    OpExample e;
+  return examples::calls(6, [&](int rep, OpExample& e) {
     std::vector<int64_t> s = with_ones(rng, examples::shape(rng, k == OpKind::Flatten && rep == 0 ? 0 : 1, 4));
     const auto rank = static_cast<int64_t>(s.size());
     e.inputs = {examples::values(rng, DType::F32, s, Domain{-3, 3})};
@@ -200,30 +198,22 @@ std::vector<OpExample> shape_examples(ExampleRng& rng, OpKind k) {
       what = fmt::format("start {}, end {}", a, b);
     }
     e.label = fmt::format("{} {}", RefTensor(DType::F32, s).shape_str(), what);
-    out.push_back(std::move(e));
-  }
-  return out;
+  });
 }
 
 std::vector<OpExample> stack_examples(ExampleRng& rng) {
-  std::vector<OpExample> out;
-  for (int rep = 0; rep < 5; ++rep) {
-    OpExample e;
+  return examples::calls(5, [&](int, OpExample& e) {
     const std::vector<int64_t> s = examples::shape(rng, 0, 3);
     const int64_t n = examples::pick(rng, 1, 4), rank = static_cast<int64_t>(s.size());
     for (int64_t k = 0; k < n; ++k) e.inputs.push_back(examples::values(rng, DType::F32, s, Domain{-3, 3}));
     const int64_t axis = examples::pick(rng, -rank - 1, rank);
     e.attrs.set("axis", axis);
     e.label = fmt::format("{} x {}, axis {}", n, RefTensor(DType::F32, s).shape_str(), axis);
-    out.push_back(std::move(e));
-  }
-  return out;
+  });
 }
 
 std::vector<OpExample> clamp_examples(ExampleRng& rng) {
-  std::vector<OpExample> out;
-  for (int rep = 0; rep < 6; ++rep) {
-    OpExample e;
+  return examples::calls(6, [&](int rep, OpExample& e) {
     const std::vector<int64_t> s = examples::shape(rng, 0, 3);
     const DType t = rep == 5 ? DType::I32 : DType::F32;
     e.inputs = {examples::values(rng, t, s, Domain{-3, 3})};
@@ -238,15 +228,11 @@ std::vector<OpExample> clamp_examples(ExampleRng& rng) {
                           : std::nullopt);
     e.label = fmt::format("{}{}{}{}", dtype_name(t), RefTensor(t, s).shape_str(), lo ? ", min" : "", hi ? ", max" : "");
     e.grad = t == DType::F32;
-    out.push_back(std::move(e));
-  }
-  return out;
+  });
 }
 
 std::vector<OpExample> masked_fill_examples(ExampleRng& rng) {
-  std::vector<OpExample> out;
-  for (int rep = 0; rep < 5; ++rep) {
-    OpExample e;
+  return examples::calls(5, [&](int rep, OpExample& e) {
     const std::vector<int64_t> s = examples::shape(rng, 0, 3);
     e.inputs = {examples::values(rng, DType::F32, s, Domain{-3, 3}),
                 examples::values(rng, DType::Bool, examples::broadcastable_to(rng, s))};
@@ -254,9 +240,7 @@ std::vector<OpExample> masked_fill_examples(ExampleRng& rng) {
     e.attrs.set("value", v);
     e.label = fmt::format("{}, value {:.3g}", RefTensor(DType::F32, s).shape_str(), v);
     e.grad = rep != 0;  // a loss of 1e9 leaves central differences no digits
-    out.push_back(std::move(e));
-  }
-  return out;
+  });
 }
 
 void def_reshaping(OpRegistry& r, OpKind k, std::string sig, InferFn infer, std::string summary) {

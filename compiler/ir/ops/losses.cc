@@ -65,15 +65,16 @@ void ref_loss(RefCtx& c, LossFn f) {
   const RefTensor* w = c.in.size() > 2 ? c.in[2] : nullptr;
   const RefTensor* pw = c.in.size() > 3 ? c.in[3] : nullptr;
   const std::string& r = c.attrs().s("reduction");
+  const bool each = r == "none";
   double total = 0;
   for (int64_t i = 0; i < x.numel(); ++i) {
     const double wi = w ? (*w)[broadcast_index(x.shape, w->shape, i)] : 1.0;
     const double pi = pw ? (*pw)[broadcast_index(x.shape, pw->shape, i)] : 0.0;
     const double v = f(x[i], t[i], c.attrs(), wi, pw ? &pi : nullptr);
-    if (r == "none") c.out[0][i] = v;
+    if (each) c.out[0][i] = v;
     total += v;
   }
-  if (r == "none") return;
+  if (each) return;
   if (r == "mean") total /= static_cast<double>(x.numel());  // 0/0 = NaN when empty, as PyTorch
   if (r == "batchmean") total /= static_cast<double>(x.shape[0]);
   c.out[0][0] = total;
@@ -82,7 +83,7 @@ void ref_loss(RefCtx& c, LossFn f) {
 // The expansion's reduction of the elementwise loss `v`.
 Value reduce(ExpandCtx& x, Value v) {
   const std::string& r = x.attrs.s("reduction");
-  if (r == "none") return x.op(OpKind::Mul, {v, x.number(1, x.out.dtype)});  // the result is a node of its own
+  if (r == "none") return v;  // the elementwise loss, already a node of the expansion
   if (r == "sum") return x.op(OpKind::Sum, {v});
   if (r == "mean") return x.op(OpKind::Mean, {v});
   // batchmean: the sum over the batch size, which may be symbolic: the mean over the batch

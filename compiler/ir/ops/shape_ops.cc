@@ -37,16 +37,6 @@ bool axis_attr(InferCtx& c, const char* op, const char* name, const TensorType& 
   return true;
 }
 
-// The multi-index of flat offset `flat` in a row-major tensor of shape `shape`.
-void unravel(int64_t flat, const std::vector<int64_t>& shape, std::vector<int64_t>& idx) {
-  idx.assign(shape.size(), 0);
-  for (size_t i = shape.size(); i-- > 0;) {
-    if (shape[i] == 0) return;
-    idx[i] = flat % shape[i];
-    flat /= shape[i];
-  }
-}
-
 // out[i] = x[i permuted]: out dim k is x dim perm[k].
 void ref_permute(const RefTensor& x, const std::vector<int64_t>& perm, RefTensor& out) {
   std::vector<int64_t> xs = x.strides(), idx;
