@@ -11,6 +11,7 @@
 #include "compiler/ir/verifier.h"
 #include "compiler/lowered/schedule.h"
 #include "compiler/passes/autocast.h"
+#include "compiler/passes/mode.h"
 #include "compiler/passes/recompute.h"
 #include "compiler/passes/simplify.h"
 #include "compiler/passes/train_step.h"
@@ -142,6 +143,14 @@ bool train_step(CompileState& s) {
   return true;
 }
 
+// eval-mode: s.e.graph becomes the eval function's graph (passes/mode.h): dropout off,
+// `if training` branches resolved to their eval side, no buffer updates. The train step
+// was built from the graph's train mode.
+bool eval_mode_pass(CompileState& s) {
+  *s.e.graph = specialize_mode(*s.e.graph, Mode::Eval);
+  return true;
+}
+
 // simplify: both graphs folded, deduplicated and without dead nodes.
 bool simplify_pass(CompileState& s) {
   *s.e.graph = simplify(*s.e.graph);
@@ -232,6 +241,8 @@ const std::vector<Pass>& passes() {
       {{"elaborate", "inline defs, infer shapes, check the train section: the forward graph"}, elaborate, true},
       {{"autocast", "bf16 / fp16 precision: matmuls and convolutions in the low type"}, autocast_pass, true},
       {{"train-step", "autodiff, clipping, accumulation and the optimizer update: the train step"}, train_step, true},
+      {{"eval-mode", "the forward graph in eval mode: dropout off, `if training` resolved, no buffer updates"},
+       eval_mode_pass, true},
       {{"simplify", "constant folding, common subexpressions, dead nodes"}, simplify_pass, true},
       {{"recompute", "what the backward pass recomputes (@checkpoint, --mem-budget)"}, recompute_pass, true},
       {{"fusion", "fused groups: what becomes one codelet or library call"}, fusion_pass, false},
@@ -306,7 +317,7 @@ std::string print_state(const CompileState& s, std::string_view pass) {
   if (pass == "parse") return ast::print_module(s.c.main_module(), sm);
   if (pass == "elaborate")
     return print_graph(*s.e.graph, &sm) + (s.e.train ? print_train_config(*s.e.train) : std::string());
-  if (pass == "autocast") return print_graph(*s.e.graph, &sm);
+  if (pass == "autocast" || pass == "eval-mode") return print_graph(*s.e.graph, &sm);
   if (pass == "train-step" || pass == "simplify" || pass == "recompute") return print_graph(s.last_graph(), &sm);
   if (pass == "fusion") return print_fusion(s.last_graph(), s.step ? s.step_plan : s.eval_plan, describe);
   if (pass == "memory-plan") {

@@ -29,12 +29,14 @@ trainEntry  : IDENT '=' expr ;
 block       : '{' stmt* '}' ;
 stmt        : 'let' IDENT '=' expr                                   # letStatement
             | 'param' IDENT ':' typeExpr ('=' expr)?                 # paramStmt
+            | 'buffer' IDENT ':' typeExpr ('=' expr)?                # bufferStmt
             | 'input' IDENT ':' typeExpr                             # inputStmt
             | 'output' IDENT (',' IDENT)*                            # outputStmt
             | 'return' expr (',' expr)*                              # returnStmt
             | 'for' IDENT 'in' expr '..' expr block                  # forStmt
             | ifChain                                                # ifStmt
             | IDENT (',' IDENT)* '=' expr                            # assignStmt
+            | IDENT IDENT '=' expr                                   # wordStmt
             // A common slip, parsed so that its error can say what is wrong:
             | IDENT '(' callArgs? ')'                                # callStmt
             | ';'                                                    # emptyStmt

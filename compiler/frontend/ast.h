@@ -55,13 +55,13 @@ struct Stmt;
 using StmtPtr = std::unique_ptr<Stmt>;
 
 struct Stmt {
-  enum class Kind { Let, Param, Input, Output, Return, For, Assign, If };
+  enum class Kind { Let, Param, Buffer, Update, Input, Output, Return, For, Assign, If };
   Kind kind{};
   SourceLoc loc;                     // the statement's first token
-  std::vector<std::string> names;    // Let/Param/Input/For: one; Output/Assign: one or more
+  std::vector<std::string> names;    // Let/Param/Buffer/Update/Input/For: one; Output/Assign: one or more
   std::vector<SourceLoc> name_locs;
-  std::optional<TypeExpr> type;      // Param, Input
-  ExprPtr value;                     // Let, Assign, Param initializer (may be null), If condition
+  std::optional<TypeExpr> type;      // Param, Buffer, Input
+  ExprPtr value;                     // Let, Assign, Update, Param and Buffer initializer (may be null), If condition
   std::vector<ExprPtr> values;       // Return
   ExprPtr lo, hi;                    // For
   std::vector<StmtPtr> body;         // For, If (the branch taken when the condition holds)

@@ -193,6 +193,22 @@ class Builder {
       name(p->IDENT());
       out->type = type(p->typeExpr());
       if (p->expr()) out->value = expr(p->expr(), depth);
+    } else if (auto* bs = as<P::BufferStmtContext>(s)) {
+      out->kind = K::Buffer;
+      name(bs->IDENT());
+      out->type = type(bs->typeExpr());
+      if (bs->expr()) out->value = expr(bs->expr(), depth);
+    } else if (auto* w = as<P::WordStmtContext>(s)) {
+      // `update NAME = value`; `update` stays free for names elsewhere.
+      if (w->IDENT(0)->getText() != "update") {
+        diags_.error(loc(w->IDENT(1)->getSymbol()),
+                     fmt::format("unexpected '{}' after '{}'; an assignment is 'NAME = value', a buffer's new value "
+                                 "'update NAME = value'", w->IDENT(1)->getText(), w->IDENT(0)->getText()));
+        return nullptr;
+      }
+      out->kind = K::Update;
+      name(w->IDENT(1));
+      out->value = expr(w->expr(), depth);
     } else if (auto* i = as<P::InputStmtContext>(s)) {
       out->kind = K::Input;
       name(i->IDENT());

@@ -83,6 +83,11 @@ struct Printer {
         line(indent, s.loc, "param " + s.names[0] + ": " + type_str(*s.type) +
                                 (s.value ? " = " + expr_str(s.value.get()) : ""));
         break;
+      case K::Buffer:
+        line(indent, s.loc, "buffer " + s.names[0] + ": " + type_str(*s.type) +
+                                (s.value ? " = " + expr_str(s.value.get()) : ""));
+        break;
+      case K::Update: line(indent, s.loc, "update " + s.names[0] + " = " + expr_str(s.value.get())); break;
       case K::Input: line(indent, s.loc, "input " + s.names[0] + ": " + type_str(*s.type)); break;
       case K::Output: line(indent, s.loc, "output " + names(s)); break;
       case K::Return: {

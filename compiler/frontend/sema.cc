@@ -66,7 +66,9 @@ void Sema::exec(const ast::Stmt& s) {
   switch (s.kind) {
     case K::Let: return exec_let(s);
     case K::Input: return exec_input(s, in_def);
-    case K::Param: return exec_param(s);
+    case K::Param: return exec_param(s, false);
+    case K::Buffer: return exec_param(s, true);
+    case K::Update: return exec_update(s);
     case K::Output: return exec_output(s, in_def);
     case K::Return: return exec_return(s, in_def);
     case K::For: return exec_for(s);
@@ -121,29 +123,32 @@ void Sema::exec_input(const ast::Stmt& s, bool in_def) {
   bind(s.names[0], SVal::tensor(Value{id, 0}), s.name_locs[0], Binding::Kind::Arg);
 }
 
-void Sema::exec_param(const ast::Stmt& s) {
+// `param` and `buffer` (buffer: a state node marked `buffer`, graph.h): the same checks,
+// worded for each.
+void Sema::exec_param(const ast::Stmt& s, bool buffer) {
   const std::string& name = s.names[0];
+  const char* what = buffer ? "buffer" : "parameter";
   Frame& f = frames_.back();
   if (auto it = f.params_declared.find(name); it != f.params_declared.end()) {
     if (it->second == s.name_locs[0]) {
-      diags_.error(s.name_locs[0], fmt::format("parameter '{}' is declared again in every iteration of the loop; "
-                                               "declare it in a def called from the loop, or before the loop", name));
+      diags_.error(s.name_locs[0], fmt::format("{} '{}' is declared again in every iteration of the loop; "
+                                               "declare it in a def called from the loop, or before the loop", what, name));
     } else {
-      diags_.error(s.name_locs[0], fmt::format("duplicate parameter '{}'", name));
+      diags_.error(s.name_locs[0], fmt::format("duplicate {} '{}'", what, name));
       diags_.note(it->second, "first declared here");
     }
     return;
   }
   if (declared_twice(name, s.name_locs[0])) return;
   f.params_declared[name] = s.name_locs[0];
-  auto t = eval_type(*s.type, "a parameter");
+  auto t = eval_type(*s.type, buffer ? "a buffer" : "a parameter");
   SVal result = SVal::error();
   if (t) {
     Attrs init;
     bool ok = true;
     for (const Dim& d : t->shape) {
       if (d.is_symbolic()) {
-        diags_.error(s.type->loc, fmt::format("parameter '{}' must have a known shape, got {}", name, t->str()));
+        diags_.error(s.type->loc, fmt::format("{} '{}' must have a known shape, got {}", what, name, t->str()));
         ok = false;
         break;
       }
@@ -152,32 +157,35 @@ void Sema::exec_param(const ast::Stmt& s) {
     for (const Dim& d : t->shape) {
       if (!ok) break;
       if (__builtin_mul_overflow(count, d.const_value(), &count) || count > kMaxParamElements) {
-        diags_.error(s.type->loc, fmt::format("parameter '{}' is too large: {} has more than {} elements", name, t->str(), kMaxParamElements));
+        diags_.error(s.type->loc, fmt::format("{} '{}' is too large: {} has more than {} elements", what, name, t->str(), kMaxParamElements));
         ok = false;
       }
     }
     if (ok && !is_float(t->dtype)) {
-      diags_.error(s.type->loc, fmt::format("parameter '{}' must have a floating-point type, got {}", name, t->str()));
+      diags_.error(s.type->loc, fmt::format("{} '{}' must have a floating-point type, got {}", what, name, t->str()));
       ok = false;
     }
     if (ok && !s.value) {
-      diags_.error(s.name_locs[0], fmt::format("parameter '{}' needs an initializer, e.g. '= normal(std = 0.02)' or '= zeros()'", name));
+      diags_.error(s.name_locs[0], fmt::format("{} '{}' needs an initializer, e.g. '= {}'", what, name,
+                                               buffer ? "zeros()' or '= ones()" : "normal(std = 0.02)' or '= zeros()"));
       ok = false;
     }
     if (ok) ok = check_initializer(*this, *s.value, *t, init);
     if (ok) {
       Node n;
-      n.op = OpKind::Param;
+      n.op = buffer ? OpKind::State : OpKind::Param;
       const std::string& scope = frames_.back().scope;
       n.name = scope.empty() ? name : scope + "/" + name;
       for (char& c : n.name)
         if (c == '/') c = '.';
       n.attrs = std::move(init);
+      if (buffer) n.attrs.set("buffer", int64_t{1});
       n.outputs = {*t};
       new_node_defaults(n, s.name_locs[0]);
-      n.checkpoint = false;  // parameters are kept, never recomputed
+      n.checkpoint = false;  // parameters and buffers are kept, never recomputed
       NodeId id = g_->add(std::move(n));
-      g_->params.push_back(id);
+      (buffer ? g_->states : g_->params).push_back(id);
+      if (buffer) frames_.back().buffers[name] = id;
       result = SVal::tensor(Value{id, 0});
     }
   }
@@ -274,6 +282,8 @@ void Sema::exec_for(const ast::Stmt& s) {
 // names and shapes that exist only when it is taken. Names bound in the branch stay bound
 // after it, as a loop's do.
 void Sema::exec_if(const ast::Stmt& s) {
+  if (s.value->kind == ast::Expr::Kind::Name && s.value->text == "training" && !lookup("training"))
+    return exec_mode_if(s);
   const SVal c = eval(*s.value);
   if (c.is_error()) return;
   if (c.kind != SVal::Kind::Bool) {

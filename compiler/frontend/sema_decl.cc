@@ -357,6 +357,9 @@ void Sema::check_unused(const ast::Model& m) {
       if (!used[id]) diags_.warning(g_->nodes[id].loc, fmt::format("input '{}' is never used", g_->nodes[id].name));
     for (NodeId id : g_->params)
       if (!used[id]) diags_.warning(g_->nodes[id].loc, fmt::format("parameter '{}' is never used", g_->nodes[id].name));
+    for (const Graph::Update& u : g_->updates) used[u.target] = true;
+    for (NodeId id : g_->states)
+      if (!used[id]) diags_.warning(g_->nodes[id].loc, fmt::format("buffer '{}' is never used or updated", g_->nodes[id].name));
   }
 }
 

@@ -344,6 +344,17 @@ SVal Sema::eval(const ast::Expr& e) {
         v.loc = e.loc;
         return v;
       }
+      if (e.text == "training") {
+        diags_.error(e.loc, "'training' is only the condition of an 'if' (if training { ... } else { ... }): the "
+                            "train step runs the first branch, eval the second");
+        return SVal::error();
+      }
+      if (auto m = frames_.back().one_mode.find(e.text); m != frames_.back().one_mode.end()) {
+        diags_.error(e.loc, fmt::format("'{}' is set only in the {} branch of 'if training'; set it in both to use it "
+                                        "after", e.text, m->second.first));
+        diags_.note(m->second.second, fmt::format("'{}' set here", e.text));
+        return SVal::error();
+      }
       std::vector<std::string> names;
       for (const auto& f : {&frames_.back().vars, &globals_})
         for (const auto& kv : *f) names.push_back(kv.first);

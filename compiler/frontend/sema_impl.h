@@ -77,7 +77,10 @@ class Sema {
     const ast::Def* def = nullptr;  // null for the model body
     std::string scope;              // "block.2/linear.0"; "" in the model body
     std::map<std::string, int> call_counts;  // def name -> calls so far in this instance
-    std::map<std::string, SourceLoc> params_declared;
+    std::map<std::string, SourceLoc> params_declared;  // params and buffers
+    std::map<std::string, NodeId> buffers;              // this instance's buffers, by name
+    // Names bound in one branch of an `if training` only, and which ("train" / "eval").
+    std::map<std::string, std::pair<std::string, SourceLoc>> one_mode;
     int dropouts = 0;
     bool checkpoint = false;
     bool returned = false;
@@ -99,7 +102,12 @@ class Sema {
   void exec(const ast::Stmt& s);
   void exec_let(const ast::Stmt& s);
   void exec_input(const ast::Stmt& s, bool in_def);
-  void exec_param(const ast::Stmt& s);
+  void exec_param(const ast::Stmt& s, bool buffer);
+  // `update NAME = value` and `if training` (sema_mode.cc).
+  void exec_update(const ast::Stmt& s);
+  void exec_mode_if(const ast::Stmt& s);
+  // The value of a name after `if training`: either branch's, or a train_or_eval node.
+  SVal merge_modes(const std::string& name, const SVal& train, const SVal& eval, SourceLoc loc);
   void exec_output(const ast::Stmt& s, bool in_def);
   void exec_return(const ast::Stmt& s, bool in_def);
   void exec_for(const ast::Stmt& s);
@@ -120,6 +128,8 @@ class Sema {
   Graph* g_ = nullptr;
   bool aborted_ = false;
   std::vector<std::pair<const ast::Def*, SourceLoc>> call_stack_;
+  std::vector<bool> in_train_branch_;  // the `if training` branches being elaborated (true: train)
+  std::map<NodeId, SourceLoc> updated_;  // buffers given an update, and where
 };
 
 }  // namespace modelc

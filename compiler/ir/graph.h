@@ -66,8 +66,11 @@ struct Graph {
     SourceLoc loc;
   };
   std::vector<Output> outputs;
-  // A train-step graph's persistent state: optimizer state nodes (op `state`), and the
-  // updates that give params and states their new values once the step has run.
+  // Persistent state that is not trained (op `state`): a model's buffers (attribute
+  // `buffer`, with an initializer as a param's: batch norm's running statistics) and a
+  // train step's optimizer state; and the updates that give params and states their new
+  // values once a train step has run. A forward graph's updates are those of its buffers in
+  // train mode (the train step applies them; eval reads buffers only, passes/mode.h).
   std::vector<NodeId> states;
   struct Update {
     NodeId target;  // a param or state node
@@ -83,5 +86,8 @@ struct Graph {
   }
   std::optional<NodeId> find_param(const std::string& name) const;
 };
+
+// A model's buffer (a state node declared with `buffer`), not optimizer state.
+inline bool is_model_buffer(const Node& n) { return n.op == OpKind::State && n.attrs.has("buffer"); }
 
 }  // namespace modelc

@@ -199,10 +199,12 @@ class Lowering {
         throw InternalError(fmt::format("lower: '{}' has different types in the train step and the forward graph", n.name));
       return it->second;
     }
-    bool param = n.op == OpKind::Param;
-    uint32_t b = add_buffer(n.name, n.outputs[0], param ? rt::BufferRole::Param : rt::BufferRole::State);
-    if (param) p_.buffers[b].init = lower_init(n.attrs);
-    if (param) p_.buffers[b].where = where(n);
+    // A model's buffers are state nodes marked `buffer` (graph.h), initialised as params are.
+    const bool param = n.op == OpKind::Param, buffer = is_model_buffer(n);
+    uint32_t b = add_buffer(n.name, n.outputs[0],
+                            param ? rt::BufferRole::Param : buffer ? rt::BufferRole::Buffer : rt::BufferRole::State);
+    if (param || buffer) p_.buffers[b].init = lower_init(n.attrs);
+    if (param || buffer) p_.buffers[b].where = where(n);
     persistent_[n.name] = b;
     return b;
   }

@@ -16,6 +16,7 @@ namespace modelc {
 const char* mem_kind_name(MemKind k) {
   switch (k) {
     case MemKind::Parameters: return "parameters";
+    case MemKind::Buffers: return "buffers";
     case MemKind::OptimizerState: return "optimizer state";
     case MemKind::Gradients: return "gradients";
     case MemKind::Activations: return "activations";
@@ -75,6 +76,7 @@ std::vector<BufferOrigin> buffer_origins(const rt::Program& p,
     switch (d.role) {
       case rt::BufferRole::Param: o.kind = MemKind::Parameters; continue;
       case rt::BufferRole::State: o.kind = MemKind::OptimizerState; continue;
+      case rt::BufferRole::Buffer: o.kind = MemKind::Buffers; continue;
       case rt::BufferRole::Input: o.kind = MemKind::Inputs; continue;
       default: break;
     }
@@ -119,14 +121,16 @@ MemoryPrediction predict_memory(const rt::Program& p, const std::string& functio
   } catch (const rt::RuntimeError& e) {
     throw UserError(fmt::format("cannot plan the memory of '{}': {}", function, e.what()));
   }
-  // Persistent buffers: every param and state of the program (a session holds them all).
+  // Persistent buffers: every param, buffer and state of the program (a session holds them all).
   for (uint32_t b = 0; b < p.buffers.size(); ++b) {
     const rt::BufferDesc& d = p.buffers[b];
-    if (d.role != rt::BufferRole::Param && d.role != rt::BufferRole::State) continue;
+    if (!rt::is_persistent(d.role)) continue;
     int64_t bytes = total_bytes(p, b, symbols);
     m.persistent += bytes;
-    m.at_peak[static_cast<size_t>(b < origins.size() ? origins[b].kind
-                                  : d.role == rt::BufferRole::Param ? MemKind::Parameters : MemKind::OptimizerState)] += bytes;
+    const MemKind kind = d.role == rt::BufferRole::Param    ? MemKind::Parameters
+                         : d.role == rt::BufferRole::Buffer ? MemKind::Buffers
+                                                            : MemKind::OptimizerState;
+    m.at_peak[static_cast<size_t>(b < origins.size() ? origins[b].kind : kind)] += bytes;
   }
   for (const rt::Feed& f : fn->feeds) {
     int64_t bytes = total_bytes(p, f.buffer, symbols);
@@ -221,7 +225,9 @@ std::string print_memory_report(const rt::Program& p, const std::vector<BufferOr
     double pct = m.peak > 0 ? 100.0 * static_cast<double>(bytes) / static_cast<double>(m.peak) : 0.0;
     out += fmt::format("  {:<22}{:>12}  {:5.1f}%\n", name, format_bytes(bytes), pct);
   };
-  for (int k = 0; k < kMemKinds; ++k) row(mem_kind_name(static_cast<MemKind>(k)), m.at_peak[static_cast<size_t>(k)]);
+  for (int k = 0; k < kMemKinds; ++k)
+    if (static_cast<MemKind>(k) != MemKind::Buffers || m.at_peak[static_cast<size_t>(k)] > 0)
+      row(mem_kind_name(static_cast<MemKind>(k)), m.at_peak[static_cast<size_t>(k)]);
   row("arena fragmentation", m.fragmentation);
   const rt::Function& fn = *p.function(m.function);
   std::string at = m.plan.peak_instr < fn.instrs.size() ? fn.instrs[m.plan.peak_instr].where : "the end";

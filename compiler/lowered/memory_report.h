@@ -31,8 +31,9 @@
 
 namespace modelc {
 
-enum class MemKind : uint8_t { Parameters, OptimizerState, Gradients, Activations, Temporaries, Workspace, Inputs };
-constexpr int kMemKinds = 7;
+// Buffers (a model's non-trained state) are listed only where a model has some.
+enum class MemKind : uint8_t { Parameters, Buffers, OptimizerState, Gradients, Activations, Temporaries, Workspace, Inputs };
+constexpr int kMemKinds = 8;
 const char* mem_kind_name(MemKind k);  // "parameters", "optimizer state", ...
 
 struct BufferOrigin {

@@ -32,7 +32,11 @@ class Autocast {
     for (NodeId id : g_.params) out_.params.push_back(map_[id].at(0).node);
     for (NodeId id : g_.states) out_.states.push_back(map_[id].at(0).node);
     for (const Graph::Output& o : g_.outputs) out_.outputs.push_back({o.name, mapped(o.value), o.loc});
-    for (const Graph::Update& u : g_.updates) out_.updates.push_back({map_[u.target].at(0).node, mapped(u.value)});
+    // A buffer keeps its type: an update computed in the low type is cast back to it.
+    for (const Graph::Update& u : g_.updates) {
+      const NodeId target = map_[u.target].at(0).node;
+      out_.updates.push_back({target, cast(mapped(u.value), out_.node(target).outputs[0].dtype, g_.node(u.value.node))});
+    }
     return std::move(out_);
   }
 

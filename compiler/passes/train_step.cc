@@ -7,11 +7,13 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "compiler/ir/op_registry.h"
 #include "compiler/ir/verifier.h"
 #include "compiler/passes/autocast.h"
 #include "compiler/passes/autodiff.h"
+#include "compiler/passes/mode.h"
 #include "compiler/passes/optimizer_args.h"
 
 namespace modelc {
@@ -23,8 +25,9 @@ class StepBuilder {
   StepBuilder(const Graph& fwd, const TrainStepOptions& o) : f_(fwd), o_(o) {}
 
   Graph build() {
-    if (!f_.states.empty() || !f_.updates.empty())
-      throw InternalError(fmt::format("internal error: build_train_step on '{}', which is a train step already", f_.name));
+    for (NodeId id : f_.states)
+      if (!is_model_buffer(f_.node(id)))
+        throw InternalError(fmt::format("internal error: build_train_step on '{}', which is a train step already", f_.name));
     if (o_.accumulate < 1) throw UserError(fmt::format("accumulate must be at least 1, got {}", o_.accumulate));
     if (!(o_.clip_grad_norm >= 0))
       throw UserError(fmt::format("clip_grad_norm must be > 0 (or 0 for no clipping), got {}", o_.clip_grad_norm));
@@ -144,11 +147,12 @@ class StepBuilder {
     g_.inputs.push_back(t_.node);
   }
 
-  // The nodes of f_ that `loss` depends on.
+  // The nodes of f_ that `loss` and the buffers' updates depend on.
   std::vector<bool> live(Value loss) const {
     std::vector<bool> l(f_.nodes.size(), false);
     l[loss.node] = true;
-    for (NodeId id = loss.node + 1; id-- > 0;) {
+    for (const Graph::Update& u : f_.updates) l[u.value.node] = true;
+    for (NodeId id = static_cast<NodeId>(f_.nodes.size()); id-- > 0;) {
       if (!l[id]) continue;
       for (const Value& v : f_.nodes[id].inputs)
         if (v.valid()) l[v.node] = true;
@@ -156,27 +160,40 @@ class StepBuilder {
     return l;
   }
 
-  // Copies the loss's part of f_ once per micro-batch (params shared, created with the
-  // first copy; node names, scopes and locations kept) and returns the mean loss.
+  // Copies the loss's part of f_ and its buffers' updates once per micro-batch (params and
+  // buffers shared, created with the first copy; node names, scopes and locations kept) and
+  // returns the mean loss. Micro-batch k reads the buffers as micro-batch k - 1 left them,
+  // as separate forward passes would; the step's update of a buffer is the last one's,
+  // applied on every step (a skipped fp16 step, too: its forward pass ran, as in PyTorch).
   Value copy_forward(const Graph::Output& loss) {
     std::vector<bool> needed = live(loss.value);
     std::vector<NodeId> input_index(f_.nodes.size(), kNoNode);
     for (size_t i = 0; i < f_.inputs.size(); ++i) input_index[f_.inputs[i]] = static_cast<NodeId>(i);
     param_of_.assign(f_.nodes.size(), kNoNode);
     std::vector<Value> losses;
+    std::map<NodeId, Value> buffer_now;  // f_'s buffer -> its value in g_ for this micro-batch
     for (int64_t k = 0; k < o_.accumulate; ++k) {
       std::vector<NodeId> map(f_.nodes.size(), kNoNode);
+      auto remap = [&](Value v) {
+        if (!v.valid()) return v;
+        if (auto it = buffer_now.find(v.node); it != buffer_now.end()) return it->second;
+        v.node = map[v.node];
+        return v;
+      };
       for (NodeId id = 0; id < f_.nodes.size(); ++id) {
         const Node& n = f_.nodes[id];
         if (n.op == OpKind::Input) {
           map[id] = inputs_[static_cast<size_t>(k)].at(input_index[id]);
-        } else if (n.op == OpKind::Param) {
+        } else if (n.op == OpKind::Param || n.op == OpKind::State) {
           if (k == 0) param_of_[id] = g_.add(n);
           map[id] = param_of_[id];
+          if (k == 0 && n.op == OpKind::State) {
+            g_.states.push_back(param_of_[id]);
+            buffer_now[id] = Value{param_of_[id], 0};
+          }
         } else if (needed[id]) {
           Node c = n;
-          for (Value& v : c.inputs)
-            if (v.valid()) v.node = map[v.node];
+          for (Value& v : c.inputs) v = remap(v);
           // Each micro-batch draws its own dropout masks, as separate forward passes would
           // (micro-batch 0 keeps the site's key).
           if (k > 0 && c.attrs.has("key")) {
@@ -187,7 +204,11 @@ class StepBuilder {
         }
       }
       losses.push_back(Value{map[loss.value.node], loss.value.index});
+      std::map<NodeId, Value> next = buffer_now;
+      for (const Graph::Update& u : f_.updates) next[u.target] = remap(u.value);
+      buffer_now = std::move(next);
     }
+    for (const Graph::Update& u : f_.updates) g_.updates.push_back({param_of_.at(u.target), buffer_now.at(u.target)});
     for (NodeId p : f_.params) {
       params_.push_back(param_of_.at(p));
       g_.params.push_back(param_of_.at(p));
@@ -425,8 +446,9 @@ TrainStepOptions train_step_options(const TrainConfig& cfg) {
 
 Graph build_train_step(const Graph& forward, const TrainStepOptions& options) {
   const DType low = precision_dtype(options.precision);
-  if (low == DType::F32) return StepBuilder(forward, options).build();
-  const Graph cast = autocast(forward, low);
+  const Graph train = specialize_mode(forward, Mode::Train);
+  if (low == DType::F32) return StepBuilder(train, options).build();
+  const Graph cast = autocast(train, low);
   return StepBuilder(cast, options).build();
 }
 

@@ -48,8 +48,20 @@ enum class BufferRole : uint8_t {
   Param,   // persistent, trainable, initialised from `init`, saved in checkpoints
   State,   // persistent optimizer state, zero-initialised, saved in checkpoints
   Output,  // produced by a function and returned to the caller
-  Temp     // produced and consumed inside one call
+  Temp,    // produced and consumed inside one call
+  Buffer   // persistent model state that is not trained (a `buffer`: batch norm's running
+           // statistics), initialised from `init`, updated by the train step, read by eval,
+           // saved in checkpoints with the params
 };
+
+// Params, buffers and optimizer state: storage that lives across calls and functions.
+constexpr bool is_persistent(BufferRole r) {
+  return r == BufferRole::Param || r == BufferRole::State || r == BufferRole::Buffer;
+}
+// "parameter", "buffer" or "state", for messages.
+constexpr const char* persistent_kind(BufferRole r) {
+  return r == BufferRole::Param ? "parameter" : r == BufferRole::Buffer ? "buffer" : "state";
+}
 
 // How a parameter starts. The compiler reduces kaiming/xavier to normal/uniform with the
 // bounds computed, so the runtime only knows these four.
@@ -63,7 +75,7 @@ struct BufferDesc {
   ElemType type = ElemType::F32;
   std::vector<SizeExpr> shape;
   BufferRole role = BufferRole::Temp;
-  Init init;  // params only
+  Init init;  // params and buffers
   // Integer inputs whose values index something (embedding ids, class labels): each value
   // must lie in [0, index_limit), and index_note says what the limit is and where it is
   // declared ("the classes of cross_entropy at m.model:14:10 ..."). 0: no limit known.

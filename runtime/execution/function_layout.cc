@@ -66,7 +66,7 @@ FunctionLayout::FunctionLayout(const Program& program, const Function& fn, bool 
   for (const auto& [from, to] : fn.updates) {
     use(from, "an update");
     use(to, "an update");
-    if (program.buffers[to].role != BufferRole::Param && program.buffers[to].role != BufferRole::State)
+    if (!is_persistent(program.buffers[to].role))
       fail(fmt::format("an update writes buffer '{}', which is neither a parameter nor optimizer state",
                        program.buffers[to].name));
   }

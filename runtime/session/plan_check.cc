@@ -60,7 +60,7 @@ void check_buffers_and_kernels(const Program& p) {
     const BufferDesc& b = p.buffers[i];
     const std::string what = fmt::format("buffer {} ('{}')", i, printable(b.name));
     if (static_cast<uint8_t>(b.type) > static_cast<uint8_t>(ElemType::Bool)) fail(what + " has an invalid element type");
-    if (static_cast<uint8_t>(b.role) > static_cast<uint8_t>(BufferRole::Temp)) fail(what + " has an invalid role");
+    if (static_cast<uint8_t>(b.role) > static_cast<uint8_t>(BufferRole::Buffer)) fail(what + " has an invalid role");
     if (static_cast<uint8_t>(b.init.kind) > static_cast<uint8_t>(Init::Kind::Constant))
       fail(what + " has an invalid initializer");
     if (b.role == BufferRole::State && (b.init.kind != Init::Kind::Zeros || b.init.a != 0 || b.init.b != 0))
@@ -152,7 +152,7 @@ void check_data_flow(const Program& p, const Function& f, const std::string& fn)
       const BufferRole r = p.buffers[b].role;
       const bool in_place = std::find(in.inputs.begin(), in.inputs.end(), b) != in.inputs.end();
       if (r == BufferRole::Input) fail(fmt::format("{} writes {}, an input", what, buffer_str(p, b)));
-      if ((r == BufferRole::Param || r == BufferRole::State) && !in_place)
+      if (is_persistent(r) && !in_place)
         fail(fmt::format("{} writes {}, a persistent buffer, other than in place", what, buffer_str(p, b)));
       if ((r == BufferRole::Temp || r == BufferRole::Output) && (in_place || !written.insert(b).second))
         fail(fmt::format("{} writes {}, which {}", what, buffer_str(p, b), in_place ? "it also reads" : "an earlier instruction wrote"));
@@ -166,8 +166,8 @@ void check_data_flow(const Program& p, const Function& f, const std::string& fn)
   std::set<uint32_t> targets;
   for (const auto& [from, to] : f.updates) {
     const BufferDesc &s = p.buffers[from], &d = p.buffers[to];
-    if (d.role != BufferRole::Param && d.role != BufferRole::State)
-      fail(fmt::format("{}: an update writes {}, which is not a parameter or optimizer state", fn, buffer_str(p, to)));
+    if (!is_persistent(d.role))
+      fail(fmt::format("{}: an update writes {}, which is not a parameter, buffer or optimizer state", fn, buffer_str(p, to)));
     if (!targets.insert(to).second) fail(fmt::format("{}: {} is updated twice", fn, buffer_str(p, to)));
     if (from != to && (!written.count(from) || s.role != BufferRole::Temp))
       fail(fmt::format("{}: the update of {} copies {}, which is not a temp the function computes", fn, buffer_str(p, to), buffer_str(p, from)));
@@ -198,7 +198,7 @@ void check_functions(const Program& p) {
     }
     check_data_flow(p, f, fn);
     auto own = [&](uint32_t b) {
-      if (b == kNoBuffer || p.buffers[b].role == BufferRole::Param || p.buffers[b].role == BufferRole::State) return;
+      if (b == kNoBuffer || is_persistent(p.buffers[b].role)) return;
       if (owner[b] >= 0 && owner[b] != static_cast<int>(fi))
         fail(fmt::format("{} is used by function '{}' and by {}", buffer_str(p, b), printable(p.functions[static_cast<size_t>(owner[b])].name), fn));
       owner[b] = static_cast<int>(fi);

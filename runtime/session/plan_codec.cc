@@ -360,7 +360,7 @@ void decode_program(std::string_view bytes, Program& p, PlanTarget& target) {
   for (BufferDesc& b : p.buffers) {
     b.name = r.str("a buffer name");
     b.type = r.enum8<ElemType>(static_cast<uint8_t>(ElemType::Bool), "a buffer's element type");
-    b.role = r.enum8<BufferRole>(static_cast<uint8_t>(BufferRole::Temp), "a buffer's role");
+    b.role = r.enum8<BufferRole>(static_cast<uint8_t>(BufferRole::Buffer), "a buffer's role");
     b.init.kind = r.enum8<Init::Kind>(static_cast<uint8_t>(Init::Kind::Constant), "a buffer's initializer");
     b.init.a = r.f64("a buffer's initializer");
     b.init.b = r.f64("a buffer's initializer");

@@ -80,7 +80,7 @@ namespace {
 double persistent_bytes(const Program& p) {
   double total = 0;
   for (const BufferDesc& d : p.buffers) {
-    if (d.role != BufferRole::Param && d.role != BufferRole::State) continue;
+    if (!is_persistent(d.role)) continue;
     double n = static_cast<double>(dtype_bytes(d.type));
     for (const SizeExpr& e : d.shape) n *= e.is_constant() ? static_cast<double>(e.eval({})) : 0.0;
     total += n;
@@ -126,9 +126,9 @@ Session::Session(std::shared_ptr<const Program> program, SessionOptions options)
   persistent_.resize(p.buffers.size());
   for (size_t b = 0; b < p.buffers.size(); ++b) {
     const BufferDesc& d = p.buffers[b];
-    if (d.role != BufferRole::Param && d.role != BufferRole::State) continue;
+    if (!is_persistent(d.role)) continue;
     std::vector<int64_t> shape = constant_shape(d);
-    const char* what = d.role == BufferRole::Param ? "parameter" : "state";
+    const char* what = persistent_kind(d.role);
     for (int64_t x : shape)
       if (x < 0) {
         std::string expr = "[";
@@ -138,7 +138,7 @@ Session::Session(std::shared_ptr<const Program> program, SessionOptions options)
                                        expr));
       }
     persistent_[b] = allocate_persistent(p, d, shape, what);
-    if (d.role == BufferRole::Param) init_parameter(persistent_[b], d.init, seed_, d.name, pool_);
+    if (d.role == BufferRole::Param || d.role == BufferRole::Buffer) init_parameter(persistent_[b], d.init, seed_, d.name, pool_);
   }
   choose_device();
 }
@@ -306,7 +306,7 @@ uint32_t Session::persistent_id(const std::string& name, BufferRole role) const 
   for (size_t b = 0; b < program_->buffers.size(); ++b)
     if (program_->buffers[b].role == role && program_->buffers[b].name == name) return static_cast<uint32_t>(b);
   throw RuntimeError(fmt::format("model '{}' has no {} '{}'", program_->model,
-                                 role == BufferRole::Param ? "parameter" : "optimizer state", name));
+                                 role == BufferRole::State ? "optimizer state" : persistent_kind(role), name));
 }
 
 static std::vector<std::string> names_of(const Program& p, BufferRole role) {
@@ -318,6 +318,7 @@ static std::vector<std::string> names_of(const Program& p, BufferRole role) {
 
 std::vector<std::string> Session::param_names() const { return names_of(*program_, BufferRole::Param); }
 std::vector<std::string> Session::state_names() const { return names_of(*program_, BufferRole::State); }
+std::vector<std::string> Session::buffer_names() const { return names_of(*program_, BufferRole::Buffer); }
 HostTensor Session::param(const std::string& name) const {
   const uint32_t b = persistent_id(name, BufferRole::Param);
   return backend_->read_persistent(b);
@@ -345,6 +346,14 @@ void Session::set_param(const std::string& name, const HostTensor& value) {
 void Session::set_state(const std::string& name, const HostTensor& value) {
   const uint32_t b = persistent_id(name, BufferRole::State);
   assign(persistent_[b], value, "state", name);
+  backend_->write_persistent(b);
+}
+HostTensor Session::buffer(const std::string& name) const {
+  return backend_->read_persistent(persistent_id(name, BufferRole::Buffer));
+}
+void Session::set_buffer(const std::string& name, const HostTensor& value) {
+  const uint32_t b = persistent_id(name, BufferRole::Buffer);
+  assign(persistent_[b], value, "buffer", name);
   backend_->write_persistent(b);
 }
 

@@ -116,6 +116,12 @@ class Session {
   HostTensor param(const std::string& name) const;
   void set_param(const std::string& name, const HostTensor& value);
 
+  // Buffers (a model's state that is not trained: batch norm's running statistics), the
+  // same way. They belong with the params wherever a trained model is saved or loaded.
+  std::vector<std::string> buffer_names() const;
+  HostTensor buffer(const std::string& name) const;
+  void set_buffer(const std::string& name, const HostTensor& value);
+
   // Optimizer state (moments and the like), the same way.
   std::vector<std::string> state_names() const;
   HostTensor state(const std::string& name) const;

@@ -124,16 +124,18 @@ TEST_F(PlanErrors, FileProblems) {
 TEST_F(PlanErrors, OtherVersions) {
   std::string v = base().bytes;
   plantest::put32(v, 8, 7);
-  expect_error(v, "plan format version 7, this runtime reads version 3 (a newer modelc wrote it");
+  expect_error(v, "plan format version 7, this runtime reads version 4 (a newer modelc wrote it");
   plantest::put32(v, 8, 0);
   // Every other version gets a remedy, an older (or damaged) one too.
-  expect_error(v, "plan format version 0, this runtime reads version 3 (an older modelc wrote it, or the header is "
+  expect_error(v, "plan format version 0, this runtime reads version 4 (an older modelc wrote it, or the header is "
                   "damaged; recompile the .model with this one)");
   Envelope e = envelope();
   e.version = 1;  // before the kernels' contracts
-  expect_error(plantest::make_plan(e), "plan format version 1, this runtime reads version 3");
+  expect_error(plantest::make_plan(e), "plan format version 1, this runtime reads version 4");
   e.version = 2;  // before the schedules' numbers of version 3
-  expect_error(plantest::make_plan(e), "plan format version 2, this runtime reads version 3 (an older modelc wrote it");
+  expect_error(plantest::make_plan(e), "plan format version 2, this runtime reads version 4 (an older modelc wrote it");
+  e.version = 3;  // before buffers (the role of a model's non-trained state) of version 4
+  expect_error(plantest::make_plan(e), "plan format version 3, this runtime reads version 4 (an older modelc wrote it");
 }
 
 // Cut after every byte of the header and the section table, and at a sample of offsets
@@ -320,7 +322,7 @@ TEST_F(PlanErrors, InconsistentPrograms) {
       {"has no model name", [](rt::Program& p) { p.model.clear(); }},
       {"appears twice", [](rt::Program& p) { p.symbols.push_back(p.symbols[0]); }},
       {"invalid element type", [](rt::Program& p) { p.buffers[0].type = static_cast<rt::ElemType>(9); }, true},
-      {"invalid role", [](rt::Program& p) { p.buffers[0].role = static_cast<rt::BufferRole>(5); }, true},
+      {"invalid role", [](rt::Program& p) { p.buffers[0].role = static_cast<rt::BufferRole>(6); }, true},
       {"invalid initializer", [](rt::Program& p) { p.buffers[0].init.kind = static_cast<rt::Init::Kind>(5); }, true},
       {"has index limit 5, but only an i32 input may have one", [](rt::Program& p) { p.buffers[0].index_limit = 5; }},
       {"has index limit -3, but only an i32 input may have one, and it must be positive", [](rt::Program& p) {
@@ -378,7 +380,7 @@ TEST_F(PlanErrors, InconsistentPrograms) {
          f.instrs[0].outputs[0] = f.updates[0].second;
        }},
       {"is updated twice", [](rt::Program& p) { p.functions[0].updates.push_back(p.functions[0].updates[0]); }},
-      {"which is not a parameter or optimizer state", [](rt::Program& p) {
+      {"which is not a parameter, buffer or optimizer state", [](rt::Program& p) {
          p.functions[0].updates[0].second = p.functions[0].feeds[0].buffer;
        }},
       {"is optimizer state, which starts at zero, but has an initializer", [](rt::Program& p) {

@@ -215,6 +215,7 @@ EvalResult evaluate(rt::Session& s, const Loaded& l, const std::shared_ptr<const
 rt::NamedTensors persistent_tensors(const rt::Session& s, bool with_state) {
   rt::NamedTensors out;
   for (const std::string& n : s.param_names()) out.emplace_back(n, s.param(n));
+  for (const std::string& n : s.buffer_names()) out.emplace_back(n, s.buffer(n));
   if (with_state)
     for (const std::string& n : s.state_names()) out.emplace_back(n, s.state(n));
   return out;
@@ -506,7 +507,7 @@ int run_eval(const EvalOptions& o) {
     note_memory_limit(s, o.common);
     rt::Checkpoint c = rt::load_checkpoint(o.checkpoint);
     rt::check_against(c, persistent_specs(s, false), /*allow_extra=*/true);
-    for (const std::string& n : s.param_names()) s.set_param(n, *c.find(n));
+    load_model_tensors(s, c);
     EvalResult r = evaluate(s, l, ds, micro_batch(l.program->train));
     if (!std::isfinite(r.loss)) throw std::runtime_error(non_finite_eval(s, o.checkpoint, r));
     fmt::print("{}: held-out loss {:.4f}{} on {} examples\n", l.program->model, r.loss, eval_summary(r), r.examples);

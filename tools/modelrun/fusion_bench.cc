@@ -310,8 +310,9 @@ std::vector<Row> bench_model(const BenchOptions& o, const std::string& file) {
     x.session = std::make_unique<rt::Session>(x.program, so);
   }
   if (v[0].session->param_names() != v[1].session->param_names() ||
-      v[0].session->state_names() != v[1].session->state_names())
-    throw std::runtime_error(fmt::format("{}: the fused and unfused programs have different parameters or state", file));
+      v[0].session->state_names() != v[1].session->state_names() ||
+      v[0].session->buffer_names() != v[1].session->buffer_names())
+    throw std::runtime_error(fmt::format("{}: the fused and unfused programs have different parameters, buffers or state", file));
 
   std::vector<Row> rows;
   // Each step runs on both sessions, alternating which goes first, so that a change in the
@@ -355,6 +356,8 @@ std::vector<Row> bench_model(const BenchOptions& o, const std::string& file) {
     step_diff.tensor(n, v[0].session->param(n), v[1].session->param(n));
   for (const std::string& n : v[0].session->state_names())
     step_diff.tensor(n, v[0].session->state(n), v[1].session->state(n));
+  for (const std::string& n : v[0].session->buffer_names())
+    step_diff.tensor(n, v[0].session->buffer(n), v[1].session->buffer(n));
   sf.diff = step_diff;
   rows.push_back(sf);
   rows.push_back(su);

@@ -51,12 +51,21 @@ std::vector<rt::TensorSpec> persistent_specs(const rt::Session& s, bool with_sta
     rt::HostTensor t = s.param(n);
     out.push_back({n, t.type, t.shape});
   }
+  for (const std::string& n : s.buffer_names()) {
+    rt::HostTensor t = s.buffer(n);
+    out.push_back({n, t.type, t.shape});
+  }
   if (with_state)
     for (const std::string& n : s.state_names()) {
       rt::HostTensor t = s.state(n);
       out.push_back({n, t.type, t.shape});
     }
   return out;
+}
+
+void load_model_tensors(rt::Session& s, const rt::Checkpoint& c) {
+  for (const std::string& n : s.param_names()) s.set_param(n, *c.find(n));
+  for (const std::string& n : s.buffer_names()) s.set_buffer(n, *c.find(n));
 }
 
 std::map<std::string, std::string> checkpoint_metadata(const rt::Session& s, const RunShape& run,
@@ -126,7 +135,7 @@ rt::DataPosition resume_from(rt::Session& s, const std::string& path, const RunS
     throw rt::CheckpointError(fmt::format("{}: at step {}, past this run's {} steps: nothing to train (pass --steps N "
                                           "with N above {} to train on from it)", path, step, run.total, step));
   check_horizon(c, run, quiet);
-  for (const std::string& n : s.param_names()) s.set_param(n, *c.find(n));
+  load_model_tensors(s, c);
   for (const std::string& n : s.state_names()) s.set_state(n, *c.find(n));
   if (const std::string bad = non_finite_params(s); !bad.empty())
     throw rt::CheckpointError(fmt::format("{}: parameters that are not finite: {}; resume from an earlier checkpoint "

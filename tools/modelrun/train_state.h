@@ -39,9 +39,13 @@ struct RunShape {
   std::string schedule;   // rt::Schedule::kind: "constant", "step", "cosine", ...
 };
 
-// What the session's parameters (and, with_state, its optimizer state) are: what a
-// checkpoint of it must hold.
+// What the session's parameters and buffers (and, with_state, its optimizer state) are:
+// what a checkpoint of it must hold.
 std::vector<rt::TensorSpec> persistent_specs(const rt::Session& s, bool with_state);
+
+// The trained model out of checkpoint `c` (checked against persistent_specs first): its
+// parameters and buffers.
+void load_model_tensors(rt::Session& s, const rt::Checkpoint& c);
 
 // The metadata a training checkpoint records: the model, the seed, the step, the run's
 // horizon and the data position.

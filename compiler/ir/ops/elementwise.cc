@@ -187,6 +187,16 @@ std::vector<OpExample> cast_examples(ExampleRng& rng) {
 }
 
 // where(cond, a, b) with the three broadcasting in every combination.
+// Two values of one shape (train_or_eval's operands never broadcast).
+std::vector<OpExample> mode_select_examples(ExampleRng& rng) {
+  return examples::calls(3, [&rng](int, OpExample& e) {
+    const std::vector<int64_t> s = examples::shape(rng, 0, 3);
+    e.label = "f32";
+    e.inputs = {examples::values(rng, DType::F32, s), examples::values(rng, DType::F32, s)};
+    e.grad = true;
+  });
+}
+
 std::vector<OpExample> where_examples(ExampleRng& rng) {
   std::vector<OpExample> out;
   for (int rep = 0; rep < 4; ++rep) {
@@ -296,6 +306,28 @@ void register_elementwise_ops(OpRegistry& r) {
       .grad_exprs({"", "select(c, g, 0)", "select(c, 0, g)"})
       .examples(where_examples)
       .summary("cond ? a : b elementwise (cond is bool), broadcasting all three");
+
+  // The value of a name after `if training { ... } else { ... }`: `a` in train mode, `b` in
+  // eval mode. Mode specialisation (passes/mode.h) replaces it by one of its inputs before a
+  // function is lowered; the interpreter follows its `training` option, and as a kernel it
+  // is train mode's.
+  r.def(OpKind::ModeSelect)
+      .internal()
+      .signature("a: tensor, b: tensor")
+      .fusion(FusionKind::Elementwise)
+      .infer([](InferCtx& ctx) {
+        const TensorType& a = ctx.input(0);
+        const TensorType& b = ctx.input(1);
+        if (a.dtype != b.dtype || a.shape != b.shape)
+          return ctx.fail(fmt::format("train_or_eval: the train mode's {} and the eval mode's {} differ", a.str(), b.str()));
+        ctx.out = {a};
+      })
+      .math("a")
+      .pointwise([](const double* in, const Attrs&) { return in[0]; })
+      .reference([](RefCtx& c) { c.out[0].data = (c.options.training ? c.input(0) : c.input(1)).data; })
+      .grad_exprs({"g", "0 * g"})
+      .examples(mode_select_examples)
+      .summary("a in train mode, b in eval mode (the two branches of `if training`)");
 }
 
 }  // namespace modelc

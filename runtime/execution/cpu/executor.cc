@@ -101,10 +101,10 @@ Executor::Executor(const Program& program, const Function& fn, ThreadPool& pool,
   for (size_t b = 0; b < nb; ++b) {
     if (!L.fl.used(static_cast<uint32_t>(b))) continue;
     const BufferDesc& d = program.buffers[b];
-    if (d.role == BufferRole::Param || d.role == BufferRole::State) {
+    if (is_persistent(d.role)) {
       if (b >= persistent.size() ||
           persistent[b].bytes.size() != static_cast<size_t>(persistent[b].numel()) * dtype_bytes(persistent[b].type))
-        fail(fmt::format("{} '{}' has no storage", d.role == BufferRole::Param ? "parameter" : "state", d.name));
+        fail(fmt::format("{} '{}' has no storage", persistent_kind(d.role), d.name));
     }
   }
 }
@@ -143,7 +143,7 @@ void Executor::lay_out() {
         L.capacity[b] = cap;
       }
       L.ptrs[b] = L.storage[b].get();
-    } else if (d.role == BufferRole::Param || d.role == BufferRole::State) {
+    } else if (is_persistent(d.role)) {
       HostTensor& t = persistent_[b];
       if (t.shape != shape || t.type != d.type)
         fail(fmt::format("persistent buffer '{}' holds {}{}, expected {}{}", d.name, dtype_name(t.type), t.shape_str(),
@@ -236,7 +236,7 @@ std::map<std::string, HostTensor> Executor::run(std::span<const HostTensor* cons
     L.ptrs[fn_.feeds[i].buffer] = data_or_empty(*feeds[i]);
   for (size_t b = 0; b < program_.buffers.size(); ++b) {
     BufferRole r = program_.buffers[b].role;
-    if (L.fl.used(static_cast<uint32_t>(b)) && (r == BufferRole::Param || r == BufferRole::State))
+    if (L.fl.used(static_cast<uint32_t>(b)) && is_persistent(r))
       L.ptrs[b] = data_or_empty(persistent_[b]);
   }
   // Each instruction runs once per run, so its profile entry has one writer.

@@ -32,7 +32,7 @@ CudaBackend::CudaBackend(const Program& program, const Driver& driver, int ordin
   try {
     for (size_t b = 0; b < program.buffers.size(); ++b) {
       const BufferRole r = program.buffers[b].role;
-      if (r != BufferRole::Param && r != BufferRole::State) continue;
+      if (!is_persistent(r)) continue;
       DeviceTensor& t = persistent_[b];
       t.type = store_[b].type;
       t.shape = store_[b].shape;

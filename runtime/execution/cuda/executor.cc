@@ -115,9 +115,9 @@ CudaExecutor::CudaExecutor(const Program& program, const Function& fn, CudaDevic
     layout_.fail("the program has no GPU code (compile it with a GPU target, e.g. modelc --target sm_80)");
   for (size_t b = 0; b < program.buffers.size(); ++b) {
     const BufferDesc& d = program.buffers[b];
-    if (!layout_.used(static_cast<uint32_t>(b)) || (d.role != BufferRole::Param && d.role != BufferRole::State)) continue;
+    if (!layout_.used(static_cast<uint32_t>(b)) || !is_persistent(d.role)) continue;
     if (b >= persistent.size() || (persistent[b].data == nullptr && persistent[b].bytes() != 0))
-      layout_.fail(fmt::format("{} '{}' has no device storage", d.role == BufferRole::Param ? "parameter" : "state", d.name));
+      layout_.fail(fmt::format("{} '{}' has no device storage", persistent_kind(d.role), d.name));
   }
   if (fn.streams != 1 || fn.events != 0) {
     if (std::string e = check_stream_structure(fn); !e.empty()) layout_.fail(e);
@@ -332,7 +332,7 @@ std::unique_ptr<CudaRun> CudaExecutor::launch(std::span<const HostTensor* const>
     }
     for (size_t b = 0; b < program_.buffers.size(); ++b) {
       const BufferDesc& d = program_.buffers[b];
-      if (!layout_.used(static_cast<uint32_t>(b)) || (d.role != BufferRole::Param && d.role != BufferRole::State)) continue;
+      if (!layout_.used(static_cast<uint32_t>(b)) || !is_persistent(d.role)) continue;
       const DeviceTensor& t = persistent_[b];
       if (t.shape != layout_.shape(static_cast<uint32_t>(b)) || t.type != d.type)
         layout_.fail(fmt::format("persistent buffer '{}' holds {}{}, expected {}{}", d.name, dtype_name(t.type),
