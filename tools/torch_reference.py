@@ -92,21 +92,70 @@ def make_optimizer(params, s):
 # The models, op for op as in models/*.model. Parameters live in one ParameterDict under
 # modelrun's names ('.' is not allowed in a module attribute, so they are kept flat).
 
+def is_buffer(name):
+    return name.endswith((".running_mean", ".running_var"))
+
+
 class Flat(nn.Module):
     def __init__(self, shapes):
         super().__init__()
-        self.names = sorted(shapes)
+        self.names = sorted(n for n in shapes if not is_buffer(n))
+        self.buffer_names = sorted(n for n in shapes if is_buffer(n))
         self.p = nn.ParameterList([nn.Parameter(torch.zeros(shapes[n])) for n in self.names])
         self.index = {n: i for i, n in enumerate(self.names)}
+        self.bufs = {n: torch.zeros(shapes[n]) for n in self.buffer_names}
 
     def __getitem__(self, name):
-        return self.p[self.index[name]]
+        return self.bufs[name] if is_buffer(name) else self.p[self.index[name]]
 
-    def named(self):
+    def named(self):                       # the trained parameters
         return [(n, self[n]) for n in self.names]
 
-    def linear(self, x, prefix):           # def linear: x @ w + b, w [in, out]
-        return x @ self[prefix + ".w"] + self[prefix + ".b"]
+    def all_named(self):                   # and the buffers
+        return self.named() + [(n, self.bufs[n]) for n in self.buffer_names]
+
+    def linear(self, x, prefix):           # def linear: x @ w + b (b optional in nn's), w [in, out]
+        y = x @ self[prefix + ".w"]
+        return y + self[prefix + ".b"] if prefix + ".b" in self.index else y
+
+    def conv(self, x, prefix, stride=1, padding=0):  # def conv (nn): conv2d(x, w, b?)
+        b = prefix + ".b"
+        return F.conv2d(x, self[prefix + ".w"], self[b] if b in self.index else None, stride=stride, padding=padding)
+
+    def batchnorm(self, x, prefix, momentum=0.1, eps=1e-5):  # batchnorm1d / 2d (nn), train mode
+        return F.batch_norm(x, self[prefix + ".running_mean"], self[prefix + ".running_var"], self[prefix + ".g"],
+                            self[prefix + ".b"], training=True, momentum=momentum, eps=eps)
+
+
+class LeNetBN(Flat):                       # models/lenet_bn.model
+    inputs = ("images", "labels")
+
+    def loss(self, images, labels):
+        h = F.max_pool2d(torch.relu(self.batchnorm(self.conv(images, "conv.0", padding=2), "batchnorm2d.0")), 2)
+        h = F.max_pool2d(torch.relu(self.batchnorm(self.conv(h, "conv.1"), "batchnorm2d.1")), 2)
+        h = torch.relu(self.batchnorm(self.linear(h.flatten(1), "linear.0"), "batchnorm1d.0"))
+        h = torch.relu(self.batchnorm(self.linear(h, "linear.1"), "batchnorm1d.1"))
+        return F.cross_entropy(self.linear(h, "linear.2"), labels.long())
+
+
+class ResNet(Flat):                        # models/resnet.model (residual_block of lib/nn.model)
+    inputs = ("images", "labels")
+
+    def block(self, x, prefix, stride):
+        h = torch.relu(self.batchnorm(self.conv(x, prefix + ".conv.0", stride, 1), prefix + ".batchnorm2d.0"))
+        h = self.batchnorm(self.conv(h, prefix + ".conv.1", 1, 1), prefix + ".batchnorm2d.1")
+        if prefix + ".conv.2.w" in self.index:
+            x = self.batchnorm(self.conv(x, prefix + ".conv.2", stride), prefix + ".batchnorm2d.2")
+        return torch.relu(x + h)
+
+    def loss(self, images, labels):
+        h = torch.relu(self.batchnorm(self.conv(images, "conv.0", padding=1), "batchnorm2d.0"))
+        blocks = sorted({int(n.split(".")[1]) for n in self.names if n.startswith("residual_block.")})
+        for i in blocks:
+            shortcut = self.index.get(f"residual_block.{i}.conv.2.w")
+            stride = 2 if shortcut is not None and self[f"residual_block.{i}.conv.2.w"].shape[0] != h.shape[1] else 1
+            h = self.block(h, f"residual_block.{i}", stride)
+        return F.cross_entropy(self.linear(h.mean((2, 3)), "linear.0"), labels.long())
 
 
 class FashionMLP(Flat):
@@ -182,6 +231,10 @@ def build(kind, model_text, init):
         heads = int(re.search(r"block\(h,\s*heads\s*=\s*(\d+)\)", model_text).group(1))
         shapes = {n: tuple(t.shape) for n, t in init.items()} if init else char_gpt_shapes(model_text)[0]
         return CharGPT(shapes, heads)
+    if kind in ("lenet_bn", "resnet"):
+        if not init:
+            raise SystemExit(f"torch_reference: {kind} needs --init (its shapes come from modelrun's)")
+        return (LeNetBN if kind == "lenet_bn" else ResNet)({n: tuple(t.shape) for n, t in init.items()})
     raise SystemExit(f"torch_reference: unknown model kind {kind}")
 
 
@@ -217,12 +270,12 @@ def rel(a, b):
 def check(args, kind, model_text, settings):
     init = load_file(args.init)
     model = build(kind, model_text, init)
-    names = set(model.names)
+    names = set(model.names) | set(model.buffer_names)
     if names != set(init):
         raise SystemExit(f"torch_reference: parameter names differ: only ours {sorted(set(init) - names)}, "
                          f"only torch {sorted(names - set(init))}")
     with torch.no_grad():
-        for n, p in model.named():
+        for n, p in model.all_named():
             t = init[n]
             if tuple(t.shape) != tuple(p.shape):
                 raise SystemExit(f"torch_reference: {n} is {tuple(t.shape)}, expected {tuple(p.shape)}")
@@ -265,6 +318,21 @@ def check(args, kind, model_text, settings):
         print(f"{k + 1:>4} | {r['loss']:>14.8f} | {loss:>14.8f} | {d:>9.2e} |"
               f" {r['grad_norm']:>12.7f} | {norm:>12.7f} | {dg:>9.2e}")
     print(f"max relative difference: loss {worst:.2e}, grad norm {worst_g:.2e} (tolerance {args.tolerance:g} on the loss)")
+    final_bad = []
+    if args.final:
+        # The model after the last step (modelrun's final checkpoint): parameters and buffers
+        # (batch norm's running statistics, which no train-mode loss depends on).
+        final = load_file(args.final)
+        for group, names in (("parameters", model.names), ("buffers", model.buffer_names)):
+            if names:
+                diffs = {n: float((final[n].float() - model[n].detach()).abs().max()) for n in names}
+                d, worst_name = max((v, n) for n, v in diffs.items())
+                print(f"after step {steps}: {group} max absolute difference {d:.2e} ({worst_name}; {len(names)} tensors)")
+                if args.verbose:
+                    for n in names:
+                        print(f"  {n:<40} {diffs[n]:.2e}")
+                if not d <= args.tolerance:
+                    final_bad.append(group)
     print(f"learning rate against torch.optim.lr_scheduler ({settings['schedule_text'] or 'constant'}): "
           f"max relative difference {worst_lr:.2e}")
     if not worst_lr <= 1e-6:
@@ -272,6 +340,9 @@ def check(args, kind, model_text, settings):
         return 1
     if bad:
         print(f"FAIL: steps {bad} differ by more than {args.tolerance:g}")
+        return 1
+    if final_bad:
+        print(f"FAIL: the final {' and '.join(final_bad)} differ by more than {args.tolerance:g}")
         return 1
     print("OK")
     return 0
@@ -306,7 +377,10 @@ def bench(args, kind, model_text, settings):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model_file", metavar="MODEL", help="the .model file (models/fashion_mlp.model, ...)")
-    ap.add_argument("kind", choices=["fashion_mlp", "char_gpt"])
+    ap.add_argument("kind", choices=["fashion_mlp", "char_gpt", "lenet_bn", "resnet"])
+    ap.add_argument("--verbose", action="store_true", help="--final: the difference of every tensor")
+    ap.add_argument("--final", help="modelrun's checkpoint after the last step: its parameters and buffers are "
+                    "compared with torch's")
     ap.add_argument("--init", help="modelrun train --save-initial output")
     ap.add_argument("--batches", help="modelrun train --dump-batches output")
     ap.add_argument("--metrics", help="modelrun train --metrics output (.jsonl)")

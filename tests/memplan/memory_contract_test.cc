@@ -28,6 +28,7 @@ struct ModelCase {
 const ModelCase kCases[] = {
     {"fashion_mlp.model", {}, 512, 10},
     {"fashion_cnn.model", {}, 8, 10},
+    {"lenet_bn.model", {}, 8, 10},  // buffers: batch norm's running statistics
     {"char_gpt.model", {{"T", "16"}, {"C", "48"}, {"L", "2"}}, 4, 96},
 };
 

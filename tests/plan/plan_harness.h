@@ -46,7 +46,7 @@ inline std::map<std::string, rt::HostTensor> random_batch(const rt::Program& p, 
 
 struct StepResult {
   std::vector<float> losses;
-  std::vector<std::pair<std::string, std::vector<uint8_t>>> persistent;  // params, then state
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> persistent;  // params, buffers, then state
   std::map<std::string, rt::HostTensor> eval;
 };
 
@@ -60,6 +60,7 @@ inline StepResult run_steps(std::shared_ptr<const rt::Program> p, int steps, int
   StepResult r;
   for (int i = 0; i < steps; ++i) r.losses.push_back(s.train_step(random_batch(*p, batch, static_cast<uint64_t>(i + 1))));
   for (const std::string& n : s.param_names()) r.persistent.emplace_back(n, s.param(n).bytes);
+  for (const std::string& n : s.buffer_names()) r.persistent.emplace_back(n, s.buffer(n).bytes);
   for (const std::string& n : s.state_names()) r.persistent.emplace_back(n, s.state(n).bytes);
   r.eval = s.eval(random_batch(*p, batch, 99));
   return r;

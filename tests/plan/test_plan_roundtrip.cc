@@ -221,6 +221,7 @@ TEST_P(PlanRoundTrip, TrainsBitIdentically) {
 
 INSTANTIATE_TEST_SUITE_P(Models, PlanRoundTrip,
                          testing::Values(ModelCase{"fashion_mlp.model", {}, 8}, ModelCase{"fashion_cnn.model", {}, 4},
+                                         ModelCase{"lenet_bn.model", {}, 4},  // buffers
                                          ModelCase{"char_gpt.model", {{"T", "16"}, {"C", "48"}}, 2}),
                          [](const testing::TestParamInfo<ModelCase>& i) {
                            std::string n = i.param.file;
