@@ -22,6 +22,7 @@
 #include "runtime/session/session.h"
 #include "tools/modelrun/divergence.h"
 #include "tools/modelrun/evaluate.h"
+#include "tools/modelrun/init_from.h"
 #include "tools/modelrun/profile_table.h"
 #include "tools/modelrun/progress.h"
 #include "tools/modelrun/run_header.h"
@@ -434,6 +435,10 @@ int run_train(const TrainOptions& o) {
       std::string path = o.resume->empty() ? ckpt_path : *o.resume;
       if (path.empty()) throw std::runtime_error("--resume needs a checkpoint path or --checkpoint-dir");
       start = resume_from(s, path, run, o.common.quiet);
+    }
+    if (!o.init_from.empty()) {
+      const std::string what = init_from(s, o.init_from, o.init_only);
+      if (!o.common.quiet) fmt::print(stderr, "{}\n", what);
     }
     if (!o.save_initial.empty()) rt::save_checkpoint(o.save_initial, persistent_tensors(s, false), {{"model", l.program->model}});
     if (!o.checkpoint_dir.empty()) fs::create_directories(o.checkpoint_dir);

@@ -38,6 +38,8 @@ struct TrainOptions {
   std::string metrics;                 // .jsonl / .csv
   std::string dump_batches;            // safetensors of the fed batches (reference checks)
   std::string save_initial;            // safetensors of the params before the first step
+  std::string init_from;               // start from these weights (init_from.h)
+  std::vector<std::string> init_only;  // the name patterns init_from takes
 };
 
 struct EvalOptions {

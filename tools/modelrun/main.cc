@@ -89,6 +89,14 @@ int main(int argc, char** argv) {
   train->add_option("--metrics", t.metrics, "write metrics as JSON lines (.jsonl) or CSV (.csv)");
   train->add_option("--dump-batches", t.dump_batches, "write the batches fed to each step to a safetensors file");
   train->add_option("--save-initial", t.save_initial, "write the initial parameters to a safetensors file");
+  auto* init_from = train->add_option("--init-from", t.init_from,
+                                      "start from the parameters and buffers of a checkpoint (fine-tuning; the run "
+                                      "starts at step 0 with fresh optimizer state)");
+  train->add_option("--init-only", t.init_only,
+                    "with --init-from: take only the tensors whose names match these patterns (shell globs: "
+                    "'conv.*'); the others keep their initialisers")
+      ->needs(init_from);
+  init_from->excludes("--resume");
 
   modelrun::EvalOptions e;
   CLI::App* eval = app.add_subcommand("eval", "evaluate a trained model on its held-out data");
