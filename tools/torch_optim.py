@@ -49,7 +49,21 @@ CASES = [
     ("onecycle", "optimizer = sgd(lr = 0.01, momentum = 0.9)",
      "schedule = onecycle(max_lr = 0.2, pct_start = 0.25, div_factor = 10.0, final_div_factor = 100.0)"),
     ("cosine", "optimizer = sgd(lr = 0.1, momentum = 0.9)", "schedule = cosine(warmup = 5, min_lr = 0.001)"),
+    # Parameter groups and frozen parameters (EXTRA: their train lines, and how torch builds them).
+    ("groups_lion", "optimizer = lion(lr = 0.01, weight_decay = 0.5)", "schedule = cosine(warmup = 5)"),
+    ("groups_sgd", "optimizer = sgd(lr = 0.05, momentum = 0.9, weight_decay = 0.1)", None),
+    ("freeze_sgd", "optimizer = sgd(lr = 0.1, momentum = 0.9, weight_decay = 0.01)", None),
 ]
+
+# name -> (the case's extra train line, torch's param groups of [w, b] given the base lr, or
+# None to freeze b). Group 0 has the base lr: the lr recorded is its.
+EXTRA = {
+    "groups_lion": ('param_groups = [param_group("b", weight_decay = 0.0, lr_scale = 3.0)]',
+                    lambda w, b, lr: [{"params": [w]}, {"params": [b], "weight_decay": 0.0, "lr": 3 * lr}]),
+    "groups_sgd": ('param_groups = [param_group("w", lr_scale = 0.5), param_group("*", weight_decay = 0.0)]',
+                   lambda w, b, lr: [{"params": [b], "weight_decay": 0.0}, {"params": [w], "lr": 0.5 * lr}]),
+    "freeze_sgd": ('freeze = ["b"]', None),
+}
 
 
 class Lion(torch.optim.Optimizer):
@@ -144,7 +158,14 @@ def main():
     for name, opt_text, sched_text in CASES:
         w = torch.tensor(w0).reshape(I, O).requires_grad_()
         b = torch.tensor(b0).requires_grad_()
-        opt = optimizer(opt_text, [w, b])
+        extra = EXTRA.get(name)
+        if extra and extra[1] is None:
+            b.requires_grad_(False)
+            opt = optimizer(opt_text, [w])
+        elif extra:
+            opt = optimizer(opt_text, extra[1](w, b, call(opt_text)[1]["lr"]))
+        else:
+            opt = optimizer(opt_text, [w, b])
         sched = scheduler(sched_text, opt)
         lrs, losses = [], []
         for k in range(STEPS):
@@ -163,6 +184,8 @@ def main():
         print(f"train {opt_text}")
         if sched_text:
             print(f"train {sched_text}")
+        if extra:
+            print(f"train {extra[0]}")
         line("lr", *lrs)
         line("loss", *losses)
     return 0

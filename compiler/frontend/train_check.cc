@@ -147,13 +147,67 @@ bool check_initializer(Sema& s, const ast::Expr& init, const TensorType& t, Attr
   return true;
 }
 
+namespace {
+
+// `freeze = ["pattern", ...]`.
+bool check_freeze(Sema& s, const ast::Expr& v, TrainConfig& out) {
+  bool ok = v.kind == ast::Expr::Kind::List;
+  for (const auto& item : v.items) {
+    if (item->kind != ast::Expr::Kind::Str || item->text.empty()) {
+      ok = false;
+      break;
+    }
+    out.freeze.push_back({item->text, item->loc});
+  }
+  if (!ok)
+    s.diags_.error(v.loc, "'freeze' must be a list of parameter name patterns, e.g. [\"embed.*\", \"conv.0.w\"]");
+  return ok;
+}
+
+// `param_groups = [param_group("pattern", lr_scale = X, weight_decay = Y), ...]`.
+bool check_param_groups(Sema& s, const ast::Expr& v, TrainConfig& out) {
+  const char* form = "'param_groups' must be a list of param_group(\"PATTERN\", lr_scale = X, weight_decay = Y)";
+  if (v.kind != ast::Expr::Kind::List) {
+    s.diags_.error(v.loc, form);
+    return false;
+  }
+  for (const auto& item : v.items) {
+    if (item->kind != ast::Expr::Kind::Call || item->text != "param_group" || item->items.size() != 1 ||
+        item->items[0]->kind != ast::Expr::Kind::Str || item->items[0]->text.empty()) {
+      s.diags_.error(item->loc, form);
+      return false;
+    }
+    ParamGroup g{item->items[0]->text, {}, {}, item->loc};
+    for (const ast::KeywordArg& k : item->keywords) {
+      SVal x = s.eval(*k.value);
+      if (x.is_error()) return false;
+      const bool number = x.kind == SVal::Kind::Float || (x.kind == SVal::Kind::Int && x.i.is_const());
+      const bool scale = k.name == "lr_scale", decay = k.name == "weight_decay";
+      if (!scale && !decay) {
+        s.diags_.error(k.value->loc, fmt::format("param_group has no setting '{}' (lr_scale, weight_decay)", k.name));
+        return false;
+      }
+      if (!number || !(x.number() >= 0) || !std::isfinite(x.number())) {
+        s.diags_.error(k.value->loc, fmt::format("param_group {} must be a finite number >= 0, got {}", k.name,
+                                                 s.describe(x)));
+        return false;
+      }
+      (scale ? g.lr_scale : g.weight_decay) = x.number();
+    }
+    out.param_groups.push_back(std::move(g));
+  }
+  return true;
+}
+
+}  // namespace
+
 // Long by design: one check per train-section key, in the order docs/language.md lists them.
 bool check_train(Sema& s, const ast::Train& t, TrainConfig& out) {
   out.model = t.name;
   out.loc = t.loc;
   static const char* const kKeys[] = {"data", "batch", "optimizer", "schedule", "precision", "clip_grad_norm",
                                       "steps", "epochs", "seed", "accumulate", "eval_every", "validation",
-                                      "mem_budget"};
+                                      "mem_budget", "freeze", "param_groups"};
   std::map<std::string, SourceLoc> seen;
   bool ok = true;
   for (const ast::TrainEntry& e : t.entries) {
@@ -227,6 +281,10 @@ bool check_train(Sema& s, const ast::Train& t, TrainConfig& out) {
       } else {
         out.mem_budget = bytes;
       }
+    } else if (k == "freeze") {
+      ok &= check_freeze(s, *e.value, out);
+    } else if (k == "param_groups") {
+      ok &= check_param_groups(s, *e.value, out);
     } else if (k == "precision") {
       const ast::Expr& v = *e.value;
       std::string p = v.kind == ast::Expr::Kind::Name ? v.text : v.kind == ast::Expr::Kind::Str ? v.text : "";

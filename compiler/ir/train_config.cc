@@ -33,6 +33,17 @@ std::string print_train_config(const TrainConfig& t) {
   val("seed", t.seed);
   val("precision", t.precision);
   val("mem_budget", t.mem_budget);
+  if (!t.freeze.empty()) {
+    std::string list;
+    for (const FreezePattern& f : t.freeze) list += fmt::format("{}\"{}\"", list.empty() ? "" : ", ", f.pattern);
+    out += "  freeze = [" + list + "]\n";
+  }
+  for (const ParamGroup& g : t.param_groups) {
+    out += fmt::format("  param_group(\"{}\"", g.pattern);
+    if (g.lr_scale) out += ", lr_scale = " + attr_str(*g.lr_scale);
+    if (g.weight_decay) out += ", weight_decay = " + attr_str(*g.weight_decay);
+    out += ")\n";
+  }
   return out + "}\n";
 }
 

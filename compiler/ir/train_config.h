@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "compiler/ir/attrs.h"
 #include "compiler/support/diagnostics.h"
@@ -15,6 +16,21 @@ namespace modelc {
 struct TrainCall {
   std::string kind;  // "adamw", "text", "cosine", ...
   Attrs args;        // every argument, defaults included
+  SourceLoc loc;
+};
+
+// `param_groups = [param_group("*.b", weight_decay = 0.0), param_group("head.*", lr_scale = 10.0)]`:
+// the parameters whose names match `pattern` (a shell glob; the first group that matches
+// wins) get their own weight decay and a multiple of the learning rate.
+struct ParamGroup {
+  std::string pattern;
+  std::optional<double> lr_scale, weight_decay;
+  SourceLoc loc;
+};
+
+// `freeze = ["embed.*", "conv.0.w"]`: the parameters whose names match are not trained.
+struct FreezePattern {
+  std::string pattern;
   SourceLoc loc;
 };
 
@@ -28,6 +44,8 @@ struct TrainConfig {
   // mem_budget = "8GiB" (or bytes): the peak memory recomputation placement must fit the
   // train step in (compiler/passes/recompute_placement.h).
   std::optional<int64_t> mem_budget;
+  std::vector<ParamGroup> param_groups;
+  std::vector<FreezePattern> freeze;
 };
 
 // Text form, as printed after the graph by --emit=ir.

@@ -230,6 +230,20 @@ std::string print_memory_report(const rt::Program& p, const std::vector<BufferOr
       row(mem_kind_name(static_cast<MemKind>(k)), m.at_peak[static_cast<size_t>(k)]);
   row("arena fragmentation", m.fragmentation);
   const rt::Function& fn = *p.function(m.function);
+  if (m.function == "train_step") {
+    // Frozen parameters (the train section's `freeze`): the step never updates them.
+    std::vector<bool> updated(p.buffers.size(), false);
+    for (const auto& [from, to] : fn.updates) updated[to] = true;
+    int64_t frozen = 0, frozen_bytes = 0;
+    for (uint32_t b = 0; b < p.buffers.size(); ++b)
+      if (p.buffers[b].role == rt::BufferRole::Param && !updated[b]) {
+        ++frozen;
+        frozen_bytes += total_bytes(p, b, m.symbols);
+      }
+    if (frozen)
+      out += fmt::format("  of the parameters, {} in {} tensor{} {} frozen: no gradients, no optimizer state\n",
+                         format_bytes(frozen_bytes), frozen, frozen == 1 ? "" : "s", frozen == 1 ? "is" : "are");
+  }
   std::string at = m.plan.peak_instr < fn.instrs.size() ? fn.instrs[m.plan.peak_instr].where : "the end";
   const int64_t gap_bytes = m.plan.size - m.plan.lower_bound;
   double gap = m.plan.lower_bound > 0 ? 100.0 * static_cast<double>(gap_bytes) / static_cast<double>(m.plan.lower_bound) : 0;

@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include <fnmatch.h>
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -51,14 +54,14 @@ class StepBuilder {
     g_.dims = f_.dims;
     add_inputs();
     Value l = copy_forward(*loss);
+    freeze();
     if (scaling_) scaler_states();
     Value norm;
     std::vector<Value> grads = gradients(l, norm);
     g_.outputs.push_back({"loss", l, loss->loc});
     g_.outputs.push_back({"grad_norm", norm, {}});
     if (scaling_) scaler_updates(norm);
-    shared_scalars();
-    for (size_t i = 0; i < params_.size(); ++i) update(params_[i], grads[i]);
+    update_groups(grads);
 
     auto problems = verify_graph(g_);
     if (!problems.empty())
@@ -304,6 +307,62 @@ class StepBuilder {
     g_.outputs.push_back({"skipped", emit(OpKind::Where, {clean_, zero, one}), {}});
   }
 
+  static bool matches(const std::string& pattern, const std::string& name) {
+    return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+  }
+
+  // params_ less the frozen ones (they stay params of g_, with neither gradient nor state).
+  void freeze() {
+    if (o_.freeze.empty()) return;
+    for (const FreezePattern& f : o_.freeze) {
+      bool any = false;
+      for (NodeId p : params_) any |= matches(f.pattern, g_.node(p).name);
+      if (!any) throw SourceError(f.loc, fmt::format("freeze: '{}' matches no parameter of '{}'", f.pattern, f_.name));
+    }
+    std::vector<NodeId> trained;
+    for (NodeId p : params_) {
+      bool frozen = false;
+      for (const FreezePattern& f : o_.freeze) frozen |= matches(f.pattern, g_.node(p).name);
+      if (!frozen) trained.push_back(p);
+    }
+    if (trained.empty())
+      throw SourceError(o_.freeze.front().loc, fmt::format("freeze: every parameter of '{}' is frozen; nothing to train",
+                                                           f_.name));
+    params_ = std::move(trained);
+  }
+
+  // The optimizer's updates, group by group (the parameters no group matches first): each
+  // with its weight decay and learning rate, and the scalars derived from them.
+  void update_groups(const std::vector<Value>& grads) {
+    std::vector<int> group(params_.size(), -1);
+    for (size_t i = 0; i < params_.size(); ++i)
+      for (size_t k = 0; k < o_.groups.size() && group[i] < 0; ++k)
+        if (matches(o_.groups[k].pattern, g_.node(params_[i]).name)) group[i] = static_cast<int>(k);
+    for (size_t k = 0; k < o_.groups.size(); ++k)
+      if (std::find(group.begin(), group.end(), static_cast<int>(k)) == group.end())
+        throw SourceError(o_.groups[k].loc, fmt::format("param_group '{}' matches no trained parameter of '{}' (an "
+                                                        "earlier group or freeze may take them)",
+                                                        o_.groups[k].pattern, f_.name));
+    const OptimizerArgs base = args_;
+    const Value base_lr = lr_;
+    for (int k = -1; k < static_cast<int>(o_.groups.size()); ++k) {
+      if (std::find(group.begin(), group.end(), k) == group.end()) continue;
+      args_ = base;
+      lr_ = base_lr;
+      if (k >= 0) {
+        const ParamGroup& pg = o_.groups[static_cast<size_t>(k)];
+        if (pg.weight_decay) args_.weight_decay = *pg.weight_decay;
+        if (pg.lr_scale && *pg.lr_scale != 1) lr_ = scale(base_lr, *pg.lr_scale);
+      }
+      decay_ = step_size_ = bias2_sqrt_ = Value{};
+      shared_scalars();
+      for (size_t i = 0; i < params_.size(); ++i)
+        if (group[i] == k) update(params_[i], grads[i]);
+    }
+    args_ = base;
+    lr_ = base_lr;
+  }
+
   void shared_scalars() {
     const DType f = DType::F32;
     const std::string& k = args_.kind;
@@ -441,6 +500,8 @@ TrainStepOptions train_step_options(const TrainConfig& cfg) {
   o.clip_grad_norm = cfg.clip_grad_norm.value_or(0.0);
   o.accumulate = cfg.accumulate.value_or(1);
   o.precision = cfg.precision.value_or("fp32");
+  o.freeze = cfg.freeze;
+  o.groups = cfg.param_groups;
   return o;
 }
 

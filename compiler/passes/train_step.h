@@ -60,6 +60,12 @@ struct TrainStepOptions {
   std::string precision = "fp32";  // fp32 | bf16 | fp16 (autocast.h; fp16 scales the loss)
   double loss_scale = 65536.0;     // fp16: the initial scale (GradScaler's 2^16)
   int64_t growth_interval = 2000;  // fp16: clean steps after which the scale doubles
+  // Frozen parameters (no gradient, no optimizer state, never updated) and parameter groups
+  // (their own weight decay, lr times lr_scale; the first group whose pattern matches a
+  // name wins), by shell-glob patterns on parameter names; a pattern that matches no
+  // parameter is a SourceError at its location.
+  std::vector<FreezePattern> freeze;
+  std::vector<ParamGroup> groups;
 };
 // From the train section, with defaults where it says nothing (sgd without momentum).
 TrainStepOptions train_step_options(const TrainConfig& cfg);

@@ -162,5 +162,10 @@ TEST(TorchOptim, ExponentialSchedule) { EXPECT_EQ(check_cases("exponential"), 2)
 TEST(TorchOptim, PolynomialSchedule) { EXPECT_EQ(check_cases("polynomial"), 2); }
 TEST(TorchOptim, OneCycleSchedule) { EXPECT_EQ(check_cases("onecycle"), 2); }
 TEST(TorchOptim, CosineSchedule) { EXPECT_EQ(check_cases("cosine"), 1); }
+// param_groups (a weight decay and a learning-rate multiple per group, under a schedule too)
+// and freeze (no gradient, no state, never updated), as torch.optim's param groups and
+// requires_grad = False.
+TEST(TorchOptim, ParamGroups) { EXPECT_EQ(check_cases("groups_"), 2); }
+TEST(TorchOptim, FrozenParameters) { EXPECT_EQ(check_cases("freeze_"), 1); }
 
 }  // namespace
