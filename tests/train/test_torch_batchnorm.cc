@@ -14,16 +14,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <unistd.h>
 
 #include "compiler/pipeline.h"
+#include "tests/train/torch_golden.h"
 #include "runtime/session/session.h"
 
-namespace fs = std::filesystem;
 using namespace modelc;
 
 namespace {
@@ -95,26 +93,18 @@ rt::HostTensor tensor(rt::ElemType t, const std::vector<double>& v, std::vector<
 }
 
 std::shared_ptr<rt::Program> compile_case(const Case& c) {
-  const fs::path dir = fs::temp_directory_path() / ("modelc_torch_bn_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  const fs::path file = dir / (c.name + ".model");
   const std::string mark = c.name == "checkpoint" ? "@checkpoint " : "";
-  std::ofstream out(file);
+  std::ostringstream out;
   out << "import \"nn\"\n\nmodel bnt(B) {\n  input x: f32[B, 3, 4, 4]\n  input y: i32[B]\n"
       << "  h = relu(" << mark << "batchnorm2d(conv(x, 4, kernel = 3, padding = 1), momentum = 0.2))\n"
       << "  logits = linear(" << mark << "batchnorm1d(reshape(h, [B, 64]), eps = 1e-3), 3)\n"
       << "  loss = cross_entropy(logits, y)\n  output loss, logits\n}\n\n"
       << "train bnt {\n  optimizer = sgd(lr = 0.1)\n  batch = 8\n  steps = 10\n  accumulate = " << c.accumulate
       << "\n}\n";
-  out.close();
-  Compilation comp(CompileOptions{});
-  auto p = compile_program(comp, file.string());
-  EXPECT_TRUE(p) << comp.diags().render();
-  fs::remove_all(dir);
-  return p;
+  return test::compile_model_text(c.name, out.str());
 }
 
-double rel(double a, double b) { return a == b ? 0.0 : std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
+using test::rel;
 
 double max_abs_diff(const rt::HostTensor& t, const std::vector<double>& want) {
   EXPECT_EQ(static_cast<size_t>(t.numel()), want.size());

@@ -12,15 +12,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "compiler/pipeline.h"
+#include "tests/train/torch_golden.h"
 #include "runtime/session/session.h"
 
-namespace fs = std::filesystem;
 using namespace modelc;
 
 namespace {
@@ -88,23 +86,15 @@ rt::HostTensor tensor(const std::vector<float>& v, std::vector<int64_t> shape) {
 }
 
 std::shared_ptr<rt::Program> compile_case(const Case& c) {
-  const fs::path dir = fs::temp_directory_path() / ("modelc_torch_optim_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  const fs::path file = dir / (c.name + ".model");
-  std::ofstream out(file);
+  std::ostringstream out;
   out << "model tiny(B) {\n  input x: f32[B, 4]\n  input y: f32[B, 3]\n  param w: f32[4, 3] = zeros()\n"
          "  param b: f32[3] = zeros()\n  loss = mse_loss(x @ w + b, y)\n  output loss\n}\n\ntrain tiny {\n";
   for (const std::string& l : c.train) out << "  " << l << "\n";
   out << "  batch = 8\n  steps = 50\n}\n";
-  out.close();
-  Compilation comp(CompileOptions{});
-  auto p = compile_program(comp, file.string());
-  EXPECT_TRUE(p) << comp.diags().render();
-  fs::remove_all(dir);
-  return p;
+  return test::compile_model_text(c.name, out.str());
 }
 
-double rel(double a, double b) { return a == b ? 0.0 : std::fabs(a - b) / std::max(std::fabs(b), 1e-30); }
+using test::rel;
 
 // Trains every case whose name starts with `prefix`; returns how many there were.
 int check_cases(const std::string& prefix) {
