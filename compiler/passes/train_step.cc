@@ -314,17 +314,18 @@ class StepBuilder {
   // params_ less the frozen ones (they stay params of g_, with neither gradient nor state).
   void freeze() {
     if (o_.freeze.empty()) return;
-    for (const FreezePattern& f : o_.freeze) {
-      bool any = false;
-      for (NodeId p : params_) any |= matches(f.pattern, g_.node(p).name);
-      if (!any) throw SourceError(f.loc, fmt::format("freeze: '{}' matches no parameter of '{}'", f.pattern, f_.name));
-    }
+    std::vector<bool> used(o_.freeze.size(), false);
     std::vector<NodeId> trained;
     for (NodeId p : params_) {
       bool frozen = false;
-      for (const FreezePattern& f : o_.freeze) frozen |= matches(f.pattern, g_.node(p).name);
+      for (size_t k = 0; k < o_.freeze.size(); ++k)
+        if (matches(o_.freeze[k].pattern, g_.node(p).name)) frozen = used[k] = true;
       if (!frozen) trained.push_back(p);
     }
+    for (size_t k = 0; k < o_.freeze.size(); ++k)
+      if (!used[k])
+        throw SourceError(o_.freeze[k].loc,
+                          fmt::format("freeze: '{}' matches no parameter of '{}'", o_.freeze[k].pattern, f_.name));
     if (trained.empty())
       throw SourceError(o_.freeze.front().loc, fmt::format("freeze: every parameter of '{}' is frozen; nothing to train",
                                                            f_.name));
