@@ -56,6 +56,13 @@ const Vocab kSchedules[] = {
     {"polynomial", "power: float = 1.0, warmup: int = 0"},
     // max_lr 0: the optimizer's lr.
     {"onecycle", "max_lr: float = 0.0, pct_start: float = 0.3, div_factor: float = 25.0, final_div_factor: float = 10000.0"},
+    // ReduceLROnPlateau on a held-out metric (runtime/base/metric_watch.h); mode auto: max
+    // for accuracy, min for the rest.
+    {"plateau", "factor: float = 0.1, patience: int = 10, threshold: float = 0.0001, threshold_mode: str = \"rel\", "
+                "cooldown: int = 0, min_lr: float = 0.0, metric: str = \"loss\", mode: str = \"auto\", warmup: int = 0"},
+};
+const Vocab kEarlyStopping[] = {
+    {"early_stopping", "metric: str = \"loss\", patience: int = 5, min_delta: float = 0.0, mode: str = \"auto\""},
 };
 
 template <size_t N>
@@ -104,6 +111,46 @@ bool check_call(Sema& s, const ast::Expr& e, const Vocab (&vocab)[N], const char
     s.diags_.error(at, fmt::format("{}: {}", kind, *problem));
     ok = false;
   }
+  return ok;
+}
+
+// The metrics an evaluation reports (tools/modelrun/evaluate.h): the loss, the accuracy of
+// a model with an output `logits`, and every other floating-point scalar output.
+std::vector<std::string> reported_metrics(const Graph& g) {
+  std::vector<std::string> names = {"loss"};
+  for (const Graph::Output& o : g.outputs)
+    if (o.name == "logits") names.push_back("accuracy");
+  for (const Graph::Output& o : g.outputs) {
+    const TensorType& t = g.type(o.value);
+    if (o.name != "loss" && t.rank() == 0 && is_float(t.dtype)) names.push_back(o.name);
+  }
+  return names;
+}
+
+// The string arguments of a watch (plateau, early_stopping): a mode, a threshold mode and a
+// metric the evaluation reports, each refused at its own argument.
+bool check_watch(Sema& s, const ast::Expr& e, const TrainCall& c) {
+  auto at = [&](const char* name) {
+    for (const auto& k : e.keywords)
+      if (k.name == name) return k.value->loc;
+    return e.loc;
+  };
+  bool ok = true;
+  auto one_of = [&](const char* name, std::vector<std::string> allowed, const char* words) {
+    if (!c.args.has(name)) return;
+    const std::string v = c.args.s(name);
+    for (const std::string& a : allowed)
+      if (v == a) return;
+    std::string list;
+    for (size_t i = 0; i < allowed.size(); ++i) list += (i ? (i + 1 == allowed.size() ? " or " : ", ") : "") + allowed[i];
+    const char* why = v == "accuracy" ? " (the accuracy is reported for a model with an output called logits)" : "";
+    s.diags_.error(at(name), fmt::format("{}: '{}' must be {}{}, got \"{}\"{}{}", c.kind, name, words, list, v,
+                                         s.suggest(v, allowed), why));
+    ok = false;
+  };
+  one_of("mode", {"min", "max", "auto"}, "");
+  one_of("threshold_mode", {"rel", "abs"}, "");
+  one_of("metric", reported_metrics(*s.g_), "a metric the evaluation reports: ");
   return ok;
 }
 
@@ -207,7 +254,7 @@ bool check_train(Sema& s, const ast::Train& t, TrainConfig& out) {
   out.loc = t.loc;
   static const char* const kKeys[] = {"data", "batch", "optimizer", "schedule", "precision", "clip_grad_norm",
                                       "steps", "epochs", "seed", "accumulate", "eval_every", "validation",
-                                      "mem_budget", "freeze", "param_groups"};
+                                      "mem_budget", "freeze", "param_groups", "early_stopping"};
   std::map<std::string, SourceLoc> seen;
   bool ok = true;
   for (const ast::TrainEntry& e : t.entries) {
@@ -253,7 +300,12 @@ bool check_train(Sema& s, const ast::Train& t, TrainConfig& out) {
       }
     }
     else if (k == "optimizer") ok &= call(kOptimizers, "optimizer", out.optimizer);
-    else if (k == "schedule") ok &= call(kSchedules, "learning-rate schedule", out.schedule);
+    else if (k == "schedule") {
+      ok &= call(kSchedules, "learning-rate schedule", out.schedule) &&
+            (out.schedule->kind != "plateau" || check_watch(s, *e.value, *out.schedule));
+    } else if (k == "early_stopping") {
+      ok &= call(kEarlyStopping, "early stopping", out.early_stopping) && check_watch(s, *e.value, *out.early_stopping);
+    }
     else if (k == "batch") ok &= ranged(out.batch);
     else if (k == "steps") ok &= ranged(out.steps);
     else if (k == "epochs") ok &= ranged(out.epochs);

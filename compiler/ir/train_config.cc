@@ -25,6 +25,7 @@ std::string print_train_config(const TrainConfig& t) {
   val("validation", t.validation);
   call("optimizer", t.optimizer);
   call("schedule", t.schedule);
+  call("early_stopping", t.early_stopping);
   val("clip_grad_norm", t.clip_grad_norm);
   val("accumulate", t.accumulate);
   val("steps", t.steps);

@@ -37,7 +37,8 @@ struct FreezePattern {
 struct TrainConfig {
   std::string model;
   SourceLoc loc;
-  std::optional<TrainCall> data, optimizer, schedule;
+  // early_stopping: a watch on a held-out metric (runtime/base/metric_watch.h).
+  std::optional<TrainCall> data, optimizer, schedule, early_stopping;
   std::optional<int64_t> batch, steps, epochs, seed, accumulate, eval_every;
   std::optional<double> clip_grad_norm, validation;
   std::optional<std::string> precision;  // fp32 | bf16 | fp16

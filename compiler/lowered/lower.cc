@@ -284,6 +284,19 @@ rt::Init lower_init(const Attrs& a) {
   return init;
 }
 
+// A watch on a held-out metric (plateau, early_stopping) from its checked arguments:
+// `delta` is the argument that holds its threshold; mode auto maximises accuracy only.
+static rt::MetricWatch lower_watch(const Attrs& a, const char* delta) {
+  rt::MetricWatch w;
+  w.metric = a.s("metric");
+  const std::string mode = a.s("mode");
+  w.maximize = mode == "max" || (mode == "auto" && w.metric == "accuracy");
+  w.patience = a.i("patience");
+  w.threshold = a.f(delta);
+  w.relative = a.has("threshold_mode") && a.s("threshold_mode") == "rel";
+  return w;
+}
+
 rt::TrainSettings lower_train_settings(const TrainConfig& t) {
   rt::TrainSettings s;
   if (t.data) {
@@ -311,6 +324,9 @@ rt::TrainSettings lower_train_settings(const TrainConfig& t) {
     if (a.has("pct_start")) s.schedule.pct_start = a.f("pct_start");
     if (a.has("div_factor")) s.schedule.div_factor = a.f("div_factor");
     if (a.has("final_div_factor")) s.schedule.final_div_factor = a.f("final_div_factor");
+    if (a.has("factor")) s.schedule.factor = a.f("factor");
+    if (a.has("cooldown")) s.schedule.cooldown = a.i("cooldown");
+    if (s.schedule.kind == "plateau") s.schedule.watch = lower_watch(a, "threshold");
     // onecycle's peak is max_lr, or the optimizer's lr when it is 0 (not given).
     if (a.has("max_lr") && a.f("max_lr") > 0) s.schedule.lr = a.f("max_lr");
   }
@@ -322,6 +338,7 @@ rt::TrainSettings lower_train_settings(const TrainConfig& t) {
   if (t.eval_every) s.eval_every = *t.eval_every;
   if (t.validation) s.validation = *t.validation;
   if (t.clip_grad_norm) s.clip_grad_norm = *t.clip_grad_norm;
+  if (t.early_stopping) s.early_stopping = lower_watch(t.early_stopping->args, "min_delta");
   return s;
 }
 

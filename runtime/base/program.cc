@@ -77,7 +77,8 @@ double one_cycle(const Schedule& s, int64_t step, int64_t total) {
 }  // namespace
 
 const std::vector<std::string>& schedule_kinds() {
-  static const std::vector<std::string> kinds = {"constant", "step", "cosine", "linear", "exponential", "polynomial", "onecycle"};
+  static const std::vector<std::string> kinds = {"constant",   "step",     "cosine", "linear", "exponential",
+                                                 "polynomial", "onecycle", "plateau"};
   return kinds;
 }
 

@@ -268,6 +268,20 @@ struct DataSpec {
 //   onecycle     OneCycleLR with cosine annealing and no momentum cycling: from
 //                lr / div_factor up to lr over pct_start * total - 1 steps, then down to
 //                lr / div_factor / final_div_factor at the last step (lr is the peak)
+//   plateau      lr, times the factor ReduceLROnPlateau has reached on the watched
+//                held-out metric (runtime/base/metric_watch.h; Session::set_lr_factor)
+// A held-out metric watched across evaluations: the plateau schedule's and early
+// stopping's (docs/language.md, "Watching a held-out metric"). An evaluation improves on the
+// best so far when it is better by more than `threshold` (times the best when relative).
+struct MetricWatch {
+  std::string metric;     // "": nothing watched; "loss", "accuracy" or a scalar output's name
+  bool maximize = false;  // mode "max": larger is better
+  int64_t patience = 0;   // evaluations without an improvement that are tolerated
+  double threshold = 0.0;
+  bool relative = false;  // threshold_mode "rel" (the plateau schedule's default)
+  bool on() const { return !metric.empty(); }
+};
+
 struct Schedule {
   std::string kind = "constant";  // one of schedule_kinds()
   double lr = 1e-3;
@@ -278,6 +292,9 @@ struct Schedule {
   double end_factor = 0.0;  // linear: the last step's lr / lr
   double power = 1.0;       // polynomial: the exponent
   double pct_start = 0.3, div_factor = 25.0, final_div_factor = 1e4;  // onecycle
+  double factor = 0.1;   // plateau: the learning rate's factor at each reduction
+  int64_t cooldown = 0;  // plateau: evaluations after a reduction that are not counted
+  MetricWatch watch;     // plateau: what it watches (min_lr is its floor)
   // The learning rate for 0-based step `step` of `total` steps.
   double lr_at(int64_t step, int64_t total) const;
   // Whether the curve depends on the run's length (a resume into another length would
@@ -295,6 +312,7 @@ struct TrainSettings {
   int64_t batch = 32, epochs = 0, steps = 0, seed = 0, accumulate = 1, eval_every = 0;
   double validation = 0.0;  // fraction held out when the data has no test split
   double clip_grad_norm = 0.0;  // 0: off
+  MetricWatch early_stopping;   // metric "": off
 };
 
 struct Program {

@@ -45,6 +45,12 @@ const SettingRule kRules[] = {
     {"pct_start", false, 0, 1, false, false, "a number from 0 to 1", false},
     {"div_factor", false, 0, kInf, true, true, "a finite number greater than 0", false},
     {"final_div_factor", false, 0, kInf, true, true, "a finite number greater than 0", false},
+    // plateau (torch's ReduceLROnPlateau refuses factor >= 1) and early stopping.
+    {"factor", false, 0, 1, true, true, "a number between 0 and 1 (both excluded)", false},
+    {"patience", true, 0, kInf, false, true, "a non-negative integer", false},
+    {"threshold", false, 0, kInf, false, true, "a finite number, 0 or greater", false},
+    {"cooldown", true, 0, kInf, false, true, "a non-negative integer", false},
+    {"min_delta", false, 0, kInf, false, true, "a finite number, 0 or greater", false},
 };
 
 bool in_range(const SettingRule& r, double v) {
@@ -88,6 +94,9 @@ std::optional<std::string> check_train_settings(const TrainSettings& t) {
       {"min_lr", s.min_lr},                              {"end_factor", s.end_factor},
       {"power", s.power},                                {"pct_start", s.pct_start},
       {"div_factor", s.div_factor},                      {"final_div_factor", s.final_div_factor},
+      {"factor", s.factor},                              {"cooldown", static_cast<double>(s.cooldown)},
+      {"patience", static_cast<double>(s.watch.patience)}, {"threshold", s.watch.threshold},
+      {"patience", static_cast<double>(t.early_stopping.patience)}, {"min_delta", t.early_stopping.threshold},
   };
   for (const auto& [key, v] : values) {
     if (v == 0 && setting_rule(key)->zero_is_unset) continue;

@@ -32,7 +32,7 @@ namespace modelc::rt {
 
 // The version this runtime writes and the only one it reads. Any change to the layout of
 // the header, the table or a section is a new version; docs/plan-format.md keeps the policy.
-inline constexpr uint32_t kPlanVersion = 4;
+inline constexpr uint32_t kPlanVersion = 5;
 
 // The machine the host code was compiled for. The compiler fills it in
 // (compiler/codegen/object.h); read_plan refuses a plan whose x86 features the running
@@ -55,7 +55,7 @@ void write_plan(const Program& program, const std::string& shared_object, const 
 // every CRC, the Program's consistency (check_program) and the host target; loads the
 // host code and resolves every kernel's host function. Program::code keeps the loaded
 // code alive. Throws RuntimeError ("x.plan: truncated: ...", "x.plan: plan format version
-// 7, this runtime reads version 4", ...). `target`, when given, receives the host target.
+// 7, this runtime reads version 5", ...). `target`, when given, receives the host target.
 std::shared_ptr<Program> read_plan(const std::string& path, PlanTarget* target = nullptr);
 
 // The bytes of a plan, without checking the Program (write_plan checks it). For tests

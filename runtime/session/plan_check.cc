@@ -222,6 +222,8 @@ void check_program(const Program& p) {
   if (std::find(kinds.begin(), kinds.end(), s) == kinds.end())
     fail(fmt::format("the train settings name an unknown schedule '{}'", printable(s)));
   if (std::optional<std::string> e = check_train_settings(t)) fail(fmt::format("the train settings: {}", *e));
+  if ((s == "plateau") != t.schedule.watch.on())
+    fail(s == "plateau" ? "the plateau schedule watches no metric" : "a schedule other than plateau watches a metric");
   if (!p.ptx.empty() && p.ptx_target.empty()) fail("the program has PTX but no PTX target");
 }
 

@@ -209,6 +209,11 @@ void write_train(Writer& w, const TrainSettings& t) {
   w.f64(s.end_factor), w.f64(s.power), w.f64(s.pct_start), w.f64(s.div_factor), w.f64(s.final_div_factor);
   for (int64_t v : {t.batch, t.epochs, t.steps, t.seed, t.accumulate, t.eval_every}) w.i64(v);
   w.f64(t.validation), w.f64(t.clip_grad_norm);
+  // Version 5: the plateau schedule and early stopping (runtime/base/metric_watch.h).
+  w.f64(s.factor), w.i64(s.cooldown);
+  for (const MetricWatch* m : {&s.watch, &t.early_stopping}) {
+    w.str(m->metric), w.u8(m->maximize), w.i64(m->patience), w.f64(m->threshold), w.u8(m->relative);
+  }
 }
 
 TrainSettings read_train(Reader& r) {
@@ -241,6 +246,13 @@ TrainSettings read_train(Reader& r) {
   for (int64_t* v : {&t.batch, &t.epochs, &t.steps, &t.seed, &t.accumulate, &t.eval_every}) *v = r.i64("the train settings");
   t.validation = r.f64("the train settings");
   t.clip_grad_norm = r.f64("the train settings");
+  s.factor = r.f64("the schedule"), s.cooldown = r.i64("the schedule");
+  for (MetricWatch* m : {&s.watch, &t.early_stopping}) {
+    m->metric = r.str("a metric watch");
+    m->maximize = r.enum8<uint8_t>(1, "a metric watch's mode") != 0;
+    m->patience = r.i64("a metric watch"), m->threshold = r.f64("a metric watch");
+    m->relative = r.enum8<uint8_t>(1, "a metric watch's threshold mode") != 0;
+  }
   return t;
 }
 

@@ -159,7 +159,13 @@ std::string Session::device() const { return backend_->description(); }
 
 Session::~Session() = default;
 
-double Session::current_lr() const { return program_->train.schedule.lr_at(step_, total_steps_); }
+double Session::current_lr() const { return program_->train.schedule.lr_at(step_, total_steps_) * lr_factor_; }
+
+void Session::set_lr_factor(double factor) {
+  if (!(factor > 0) || std::isinf(factor))
+    throw RuntimeError(fmt::format("the learning rate's factor must be a finite number greater than 0, got {}", factor));
+  lr_factor_ = factor;
+}
 
 void Session::set_step(int64_t step) {
   if (step < 0) throw RuntimeError(fmt::format("the step to continue from must be 0 or more, got {}", step));

@@ -141,8 +141,13 @@ class Session {
   const std::string& device_note() const { return device_note_; }
   int64_t total_steps() const { return total_steps_; }
   const Program& program() const { return *program_; }
-  // The learning rate train_step feeds at the current step.
+  // The learning rate train_step feeds at the current step: the schedule's, times
+  // lr_factor().
   double current_lr() const;
+  // A factor on every step's learning rate from now on (1 at the start): what the plateau
+  // schedule has reduced it to (runtime/base/metric_watch.h). It must be finite and > 0.
+  void set_lr_factor(double factor);
+  double lr_factor() const { return lr_factor_; }
 
   // Per-instruction timing of the functions run from now on (CUDA: events around each
   // kernel and library call on its stream; CPU: the wall time of each instruction, its
@@ -167,6 +172,7 @@ class Session {
   SessionOptions options_;
   uint64_t seed_ = 0;
   int64_t total_steps_ = 0;
+  double lr_factor_ = 1.0;
   int64_t step_ = 0;
   float last_grad_norm_;
   ThreadPool pool_;

@@ -124,18 +124,20 @@ TEST_F(PlanErrors, FileProblems) {
 TEST_F(PlanErrors, OtherVersions) {
   std::string v = base().bytes;
   plantest::put32(v, 8, 7);
-  expect_error(v, "plan format version 7, this runtime reads version 4 (a newer modelc wrote it");
+  expect_error(v, "plan format version 7, this runtime reads version 5 (a newer modelc wrote it");
   plantest::put32(v, 8, 0);
   // Every other version gets a remedy, an older (or damaged) one too.
-  expect_error(v, "plan format version 0, this runtime reads version 4 (an older modelc wrote it, or the header is "
+  expect_error(v, "plan format version 0, this runtime reads version 5 (an older modelc wrote it, or the header is "
                   "damaged; recompile the .model with this one)");
   Envelope e = envelope();
   e.version = 1;  // before the kernels' contracts
-  expect_error(plantest::make_plan(e), "plan format version 1, this runtime reads version 4");
+  expect_error(plantest::make_plan(e), "plan format version 1, this runtime reads version 5");
   e.version = 2;  // before the schedules' numbers of version 3
-  expect_error(plantest::make_plan(e), "plan format version 2, this runtime reads version 4 (an older modelc wrote it");
+  expect_error(plantest::make_plan(e), "plan format version 2, this runtime reads version 5 (an older modelc wrote it");
   e.version = 3;  // before buffers (the role of a model's non-trained state) of version 4
-  expect_error(plantest::make_plan(e), "plan format version 3, this runtime reads version 4 (an older modelc wrote it");
+  expect_error(plantest::make_plan(e), "plan format version 3, this runtime reads version 5 (an older modelc wrote it");
+  e.version = 4;  // before the plateau schedule and early stopping of version 5
+  expect_error(plantest::make_plan(e), "plan format version 4, this runtime reads version 5 (an older modelc wrote it");
 }
 
 // Cut after every byte of the header and the section table, and at a sample of offsets
@@ -419,6 +421,14 @@ TEST_F(PlanErrors, InconsistentPrograms) {
          p.train.schedule.final_div_factor = INFINITY;
        }},
       {"'validation' must be a number between 0 and 1, got -0.5", [](rt::Program& p) { p.train.validation = -0.5; }},
+      // The plateau schedule and early stopping of plan format 5.
+      {"'factor' must be a number between 0 and 1 (both excluded), got 1", [](rt::Program& p) { p.train.schedule.factor = 1; }},
+      {"'patience' must be a non-negative integer, got -1", [](rt::Program& p) { p.train.early_stopping.patience = -1; }},
+      {"'min_delta' must be a finite number, 0 or greater, got nan", [](rt::Program& p) {
+         p.train.early_stopping.threshold = NAN;
+       }},
+      {"the plateau schedule watches no metric", [](rt::Program& p) { p.train.schedule.kind = "plateau"; }},
+      {"a schedule other than plateau watches a metric", [](rt::Program& p) { p.train.schedule.watch.metric = "loss"; }},
       {"'seed' must be a non-negative integer, got -1", [](rt::Program& p) { p.train.seed = -1; }},
       {"has PTX but no PTX target", [](rt::Program& p) { p.ptx_target.clear(); }},
   };

@@ -167,6 +167,15 @@ void expect_same_program(const rt::Program& a, const rt::Program& b, bool loaded
   EXPECT_EQ(s.eval_every, t.eval_every);
   EXPECT_EQ(bits(s.validation), bits(t.validation));
   EXPECT_EQ(bits(s.clip_grad_norm), bits(t.clip_grad_norm));
+  EXPECT_EQ(bits(s.schedule.factor), bits(t.schedule.factor));
+  EXPECT_EQ(s.schedule.cooldown, t.schedule.cooldown);
+  for (auto [x, y] : {std::pair{&s.schedule.watch, &t.schedule.watch}, std::pair{&s.early_stopping, &t.early_stopping}}) {
+    EXPECT_EQ(x->metric, y->metric);
+    EXPECT_EQ(x->maximize, y->maximize);
+    EXPECT_EQ(x->patience, y->patience);
+    EXPECT_EQ(bits(x->threshold), bits(y->threshold));
+    EXPECT_EQ(x->relative, y->relative);
+  }
   EXPECT_EQ(a.ptx, b.ptx);
   EXPECT_EQ(a.ptx_target, b.ptx_target);
   if (loaded) {
@@ -292,6 +301,9 @@ TEST(PlanFields, EveryFieldSurvives) {
   p.train.schedule = {"cosine", 0.25, 17, 3, 0.5, -0.0, 0.375, 2.5, 0.125, 1e300, 5e-324};
   p.train.batch = 3, p.train.epochs = 4, p.train.steps = 5, p.train.seed = 6, p.train.accumulate = 3;
   p.train.eval_every = 8, p.train.validation = 0.125, p.train.clip_grad_norm = 1e300;
+  p.train.schedule.factor = 0.375, p.train.schedule.cooldown = 9;
+  p.train.schedule.watch = {"mae", true, 4, 1e-300, true};
+  p.train.early_stopping = {"", false, std::numeric_limits<int64_t>::max(), -0.0, false};
   p.ptx = std::string("// PTX\0text", 11);
   p.ptx_target = "sm_90";
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "tests/runtime/program_builder.h"
@@ -198,6 +199,24 @@ TEST(Session, FeedsTheScheduleAndStep) {
   EXPECT_NEAR(one.lr_at(0, 10), 0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * 0.1)), 1e-12);
   EXPECT_TRUE(lin.depends_on_length() && poly.depends_on_length() && one.depends_on_length());
   EXPECT_FALSE(ex.depends_on_length() || step.depends_on_length() || constant.depends_on_length());
+}
+
+// The plateau schedule: its warm-up, then lr times the factor the watch has reached
+// (Session::set_lr_factor), which the next step is fed; a factor that is not a finite
+// positive number is refused.
+TEST(Session, FeedsThePlateauFactor) {
+  Program p = *make_program();
+  p.train.schedule.kind = "plateau", p.train.schedule.lr = 0.2, p.train.schedule.warmup = 2;
+  Session s(std::make_shared<const Program>(p), {.threads = 1, .total_steps = 10});
+  EXPECT_NEAR(s.train_step({}), 0.1, 1e-7);
+  EXPECT_NEAR(s.train_step({}), 0.2, 1e-7);
+  s.set_lr_factor(0.25);
+  EXPECT_EQ(s.lr_factor(), 0.25);
+  EXPECT_NEAR(s.current_lr(), 0.05, 1e-15);
+  EXPECT_NEAR(s.train_step({}), 0.05, 1e-8);
+  for (double bad : {0.0, -1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()})
+    expect_error([&] { s.set_lr_factor(bad); }, {"the learning rate's factor must be a finite number greater than 0"});
+  EXPECT_EQ(s.lr_factor(), 0.25);
 }
 
 namespace {

@@ -22,6 +22,7 @@
 #include "runtime/session/session.h"
 #include "tools/modelrun/divergence.h"
 #include "tools/modelrun/evaluate.h"
+#include "tools/modelrun/watch.h"
 #include "tools/modelrun/init_from.h"
 #include "tools/modelrun/profile_table.h"
 #include "tools/modelrun/progress.h"
@@ -303,6 +304,7 @@ struct TrainLoop {
   const std::string& ckpt_path;
   const RunShape& shape;
   bool scaling;  // fp16 training's dynamic loss scaling (docs/precision.md): two more outputs
+  Watches& watches;  // the plateau schedule and early stopping
 
   struct Submitted {
     int64_t step, epoch, n;  // step: the number of steps done once it has run
@@ -325,8 +327,15 @@ struct TrainLoop {
     bar.line(fmt::format("step {}: held-out loss {:.4f}{} ({} examples)", s.step(), last_eval.loss,
                          eval_summary(last_eval), last_eval.examples));
     metrics.write("eval", eval_row(last_eval, s.step()));
+    for (const std::string& line : watches.observe(s, last_eval, s.step())) bar.line(line);
     if (!ckpt_path.empty()) {
-      rt::save_checkpoint(ckpt_path, persistent_tensors(s, true), checkpoint_metadata(s, shape, loader.position()));
+      std::map<std::string, std::string> md = checkpoint_metadata(s, shape, loader.position());
+      watches.put(md);
+      rt::save_checkpoint(ckpt_path, persistent_tensors(s, true), md);
+      // Early stopping keeps the best model so far beside the checkpoint.
+      if (watches.new_best)
+        rt::save_checkpoint((fs::path(ckpt_path).parent_path() / "best.safetensors").string(), persistent_tensors(s, false),
+                            {{"model", l.program->model}, {"step", std::to_string(s.step())}});
     }
   }
 
@@ -368,8 +377,8 @@ struct TrainLoop {
   }
 
   void run() {
-    while (s.step() < shape.total || !in_flight.empty()) {
-      if (s.step() < shape.total && (in_flight.empty() || (in_flight.size() < 2 && !in_flight.back().due))) {
+    while ((s.step() < shape.total && !watches.stop) || !in_flight.empty()) {
+      if (s.step() < shape.total && !watches.stop && (in_flight.empty() || (in_flight.size() < 2 && !in_flight.back().due))) {
         rt::Batch b = loader.next();
         if (!o.dump_batches.empty()) {
           dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.features), b.features);
@@ -389,6 +398,26 @@ struct TrainLoop {
     if (!evaluated) eval();
   }
 };
+
+// Whether the step does fp16 training's dynamic loss scaling (docs/precision.md): its two
+// more outputs.
+bool loss_scaling(const rt::Function& step) {
+  auto has_output = [&](const char* name) {
+    for (const auto& out : step.outputs)
+      if (out.first == name) return true;
+    return false;
+  };
+  return has_output("loss_scale") && has_output("skipped");
+}
+
+// The metrics file of --metrics (none when `path` is empty), with a column per figure.
+MetricsWriter open_metrics(const std::string& path, const rt::Program& p, bool scaling) {
+  if (path.empty()) return {};
+  std::vector<std::string> columns = {"step", "epoch", "loss", "lr", "grad_norm", "samples_per_second", "accuracy", "examples"};
+  if (scaling) columns.insert(columns.begin() + 5, {"loss_scale", "skipped"});
+  for (const std::string& m : metric_names(p)) columns.push_back(m);
+  return MetricsWriter(path, columns);
+}
 
 // train's flags over the train section's settings.
 void apply_train_flags(rt::TrainSettings& t, const TrainOptions& o) {
@@ -429,12 +458,16 @@ int run_train(const TrainOptions& o) {
     rt::Session s(l.program, so);
     note_memory_limit(s, o.common);
 
+    Watches::check(*l.program);
+    Watches watches(t);
     rt::DataPosition start;
     std::string ckpt_path = o.checkpoint_dir.empty() ? "" : (fs::path(o.checkpoint_dir) / "checkpoint.safetensors").string();
     if (o.resume) {
       std::string path = o.resume->empty() ? ckpt_path : *o.resume;
       if (path.empty()) throw std::runtime_error("--resume needs a checkpoint path or --checkpoint-dir");
-      start = resume_from(s, path, run, o.common.quiet);
+      std::map<std::string, std::string> md;
+      start = resume_from(s, path, run, o.common.quiet, &md);
+      watches.read(s, md, path);
     }
     if (!o.init_from.empty()) {
       const std::string what = init_from(s, o.init_from, o.init_only);
@@ -443,31 +476,26 @@ int run_train(const TrainOptions& o) {
     if (!o.save_initial.empty()) rt::save_checkpoint(o.save_initial, persistent_tensors(s, false), {{"model", l.program->model}});
     if (!o.checkpoint_dir.empty()) fs::create_directories(o.checkpoint_dir);
 
-    // fp16 training's dynamic loss scaling (docs/precision.md) has two more outputs.
-    auto has_output = [&](const char* name) {
-      for (const auto& out : step_fn->outputs)
-        if (out.first == name) return true;
-      return false;
-    };
-    const bool scaling = has_output("loss_scale") && has_output("skipped");
-    MetricsWriter metrics;
-    if (!o.metrics.empty()) {
-      std::vector<std::string> columns = {"step", "epoch", "loss", "lr", "grad_norm", "samples_per_second", "accuracy", "examples"};
-      if (scaling) columns.insert(columns.begin() + 5, {"loss_scale", "skipped"});
-      for (const std::string& m : metric_names(*l.program)) columns.push_back(m);
-      metrics = MetricsWriter(o.metrics, columns);
-    }
+    const bool scaling = loss_scaling(*step_fn);
+    MetricsWriter metrics = open_metrics(o.metrics, *l.program, scaling);
 
     if (!o.common.quiet) print_train_header(s, l.program->model, *ds, t, total, batch, per_epoch);
     rt::TrainLoader loader(ds, batch, l.example_shape, static_cast<uint64_t>(t.seed), start);
     const int64_t first = s.step();
     Progress bar(total, first, isatty(2) != 0, o.common.quiet);
-    TrainLoop loop{o, l, t, ds, s, loader, metrics, bar, ckpt_path, run, scaling};
+    TrainLoop loop{o, l, t, ds, s, loader, metrics, bar, ckpt_path, run, scaling, watches};
+    if (watches.stop && !o.common.quiet) fmt::print(stderr, "the run was stopped early: {}\n", watches.stop_reason(first));
     loop.run();
     const EvalResult& last_eval = loop.last_eval;
-    // Only the steps this run ran: a resumed run names the steps it continued from.
-    const std::string ran = first == 0 ? count_of(total, "step")
-                                       : fmt::format("{} (of {}, from step {})", count_of(total - first, "step"), total, first);
+    // Only the steps this run ran: a resumed run names the steps it continued from, an
+    // early-stopped one the steps it had.
+    const int64_t done = s.step();
+    std::string ran = first == 0 ? count_of(total, "step")
+                                 : fmt::format("{} (of {}, from step {})", count_of(total - first, "step"), total, first);
+    if (done < total)
+      ran = first == 0 ? fmt::format("{} of {}, stopped early", count_of(done, "step"), total)
+                       : fmt::format("{} (from step {}), stopped early at step {} of {}", count_of(done - first, "step"),
+                                     first, done, total);
     fmt::print("{}: {} in {}, {:.0f} samples/s on {}\n", l.program->model, ran, format_duration(bar.elapsed_seconds()),
                bar.samples_per_second(), count_of(s.threads(), "thread"));
     fmt::print("held-out: loss {:.4f}{} on {} examples\n", last_eval.loss, eval_summary(last_eval), last_eval.examples);

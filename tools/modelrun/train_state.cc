@@ -120,8 +120,10 @@ void check_horizon(const rt::Checkpoint& c, const RunShape& run, bool quiet) {
 
 }  // namespace
 
-rt::DataPosition resume_from(rt::Session& s, const std::string& path, const RunShape& run, bool quiet) {
+rt::DataPosition resume_from(rt::Session& s, const std::string& path, const RunShape& run, bool quiet,
+                             std::map<std::string, std::string>* metadata) {
   rt::Checkpoint c = rt::load_checkpoint(path);
+  if (metadata) *metadata = c.metadata;
   rt::check_against(c, persistent_specs(s, true));
   if (c.text("model") != run.model)
     throw rt::CheckpointError(fmt::format("{}: a checkpoint of model '{}', not '{}'", path, c.text("model"), run.model));

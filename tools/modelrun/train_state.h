@@ -57,6 +57,8 @@ std::map<std::string, std::string> checkpoint_metadata(const rt::Session& s, con
 // number, not past the run's end), the data position (consistent with the step at this
 // batch size), and the horizon (a cosine, linear, polynomial or onecycle schedule's curve
 // depends on it: a different one is refused). Throws rt::CheckpointError naming the file and the field.
-rt::DataPosition resume_from(rt::Session& s, const std::string& path, const RunShape& run, bool quiet);
+// `metadata`, when given, receives the checkpoint's metadata (the watches' state, tools/modelrun/watch.h).
+rt::DataPosition resume_from(rt::Session& s, const std::string& path, const RunShape& run, bool quiet,
+                             std::map<std::string, std::string>* metadata = nullptr);
 
 }  // namespace modelrun
