@@ -39,6 +39,9 @@ CASES = [
                     "initial_accumulator_value = 0.1, eps = 1e-6)", None),
     ("lion_defaults", "optimizer = lion()", None),
     ("lion_all", "optimizer = lion(lr = 0.001, beta1 = 0.8, beta2 = 0.95, weight_decay = 0.5)", None),
+    ("adafactor_defaults", "optimizer = adafactor()", None),
+    ("adafactor_all", "optimizer = adafactor(lr = 0.05, beta2_decay = -0.5, eps1 = 1e-6, eps2 = 0.01, d = 2.0, "
+                      "weight_decay = 0.1)", "schedule = cosine(warmup = 5)"),
     ("linear", "optimizer = sgd(lr = 0.1, momentum = 0.9)", "schedule = linear(warmup = 5, end_factor = 0.1)"),
     ("linear_defaults", "optimizer = adagrad(lr = 0.1)", "schedule = linear()"),
     ("exponential", "optimizer = sgd(lr = 0.2)", "schedule = exponential(gamma = 0.95)"),
@@ -99,6 +102,10 @@ def optimizer(text, params):
         a["betas"] = (a.pop("beta1", d[0]), a.pop("beta2", d[1]))
     if kind == "lion":
         return Lion(params, **a)
+    if kind == "adafactor":
+        # eps1 0 is torch's None: the dtype's machine epsilon.
+        a["eps"] = (a.pop("eps1", 0.0) or None, a.pop("eps2", 1e-3))
+        return torch.optim.Adafactor(params, foreach=False, **a)
     cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
            "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad}[kind]
     return cls(params, foreach=False, **a)

@@ -46,6 +46,9 @@ const Vocab kOptimizers[] = {
     {"adagrad", "lr: float = 0.01, lr_decay: float = 0.0, weight_decay: float = 0.0, initial_accumulator_value: float = 0.0, "
                 "eps: float = 1e-10"},
     {"lion", "lr: float = 0.0001, beta1: float = 0.9, beta2: float = 0.99, weight_decay: float = 0.0"},
+    // eps1 0: the machine epsilon of the param's dtype (torch's eps1 None).
+    {"adafactor", "lr: float = 0.01, beta2_decay: float = -0.8, eps1: float = 0.0, eps2: float = 0.001, d: float = 1.0, "
+                  "weight_decay: float = 0.0"},
 };
 const Vocab kSchedules[] = {
     {"constant", ""},

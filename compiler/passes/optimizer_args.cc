@@ -23,6 +23,7 @@ const Known kOptimizers[] = {
     {"rmsprop", {"lr", "alpha", "eps", "weight_decay", "momentum", "centered"}},
     {"adagrad", {"lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"}},
     {"lion", {"lr", "beta1", "beta2", "weight_decay"}},
+    {"adafactor", {"lr", "beta2_decay", "eps1", "eps2", "d", "weight_decay"}},
 };
 
 // torch.optim's defaults where they differ from OptimizerArgs' own.
@@ -53,6 +54,10 @@ void check(const OptimizerArgs& a) {
   non_negative("eps", a.eps);
   non_negative("lr_decay", a.lr_decay);
   non_negative("initial_accumulator_value", a.initial_accumulator_value);
+  if (!(a.beta2_decay <= 0)) throw UserError(fmt::format("{} beta2_decay must be <= 0, got {}", k, a.beta2_decay));
+  non_negative("eps1", a.eps1);
+  non_negative("eps2", a.eps2);
+  if (!(a.d >= 1)) throw UserError(fmt::format("{} d must be >= 1, got {}", k, a.d));
 }
 
 }  // namespace
@@ -62,7 +67,7 @@ OptimizerArgs read_optimizer(const std::string& kind, const Attrs& args) {
   for (const Known& o : kOptimizers)
     if (kind == o.kind) known = &o;
   if (!known)
-    throw UserError(fmt::format("unknown optimizer '{}'; expected sgd, adam, adamw, rmsprop, adagrad or lion", kind));
+    throw UserError(fmt::format("unknown optimizer '{}'; expected sgd, adam, adamw, rmsprop, adagrad, lion or adafactor", kind));
   OptimizerArgs a = defaults(kind);
   for (const auto& [name, v] : args.items())
     if (std::find(known->args.begin(), known->args.end(), name) == known->args.end())
@@ -92,6 +97,10 @@ OptimizerArgs read_optimizer(const std::string& kind, const Attrs& args) {
   number("alpha", a.alpha);
   number("lr_decay", a.lr_decay);
   number("initial_accumulator_value", a.initial_accumulator_value);
+  number("beta2_decay", a.beta2_decay);
+  number("eps1", a.eps1);
+  number("eps2", a.eps2);
+  number("d", a.d);
   flag("nesterov", a.nesterov);
   flag("centered", a.centered);
   check(a);

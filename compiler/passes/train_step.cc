@@ -367,7 +367,7 @@ class StepBuilder {
   void shared_scalars() {
     const DType f = DType::F32;
     const std::string& k = args_.kind;
-    if ((k == "adamw" || k == "lion") && args_.weight_decay != 0)
+    if ((k == "adamw" || k == "lion" || k == "adafactor") && args_.weight_decay != 0)
       decay_ = emit(OpKind::Sub, {constant(1.0, f), scale(lr_, args_.weight_decay)});
     // Adagrad: clr = lr / (1 + (t - 1) * lr_decay).
     if (k == "adagrad")
@@ -388,6 +388,7 @@ class StepBuilder {
     else if (k == "rmsprop") rmsprop(param, grad);
     else if (k == "adagrad") adagrad(param, grad);
     else if (k == "lion") lion(param, grad);
+    else if (k == "adafactor") adafactor(param, grad);
     else adam(param, grad);
     loc_ = {};
     scope_.clear();
@@ -469,6 +470,76 @@ class StepBuilder {
     Value total = args_.initial_accumulator_value != 0 ? add(ns, constant(args_.initial_accumulator_value, t)) : ns;
     Value std = add(emit(OpKind::Sqrt, {total}), constant(args_.eps, t));
     set(p, sub(p, mul(as(step_size_, t), div(grad, std))));
+  }
+
+  // sum(x^2 over `axes`, kept), through its square root as torch's vector_norm squares it.
+  Value sum_squares(Value x, Ints axes) {
+    Attrs a;
+    a.set("axes", std::move(axes));
+    a.set("keepdims", true);
+    Value s = emit(OpKind::Sqrt, {emit(OpKind::Sum, {mul(x, x)}, std::move(a))});
+    return mul(s, s);
+  }
+  // ||x|| / sqrt(numel): the root mean square, as torch writes it.
+  Value rms(Value x) {
+    double n = 1;
+    for (const Dim& d : g_.type(x).shape) n *= static_cast<double>(d.const_value());
+    return div(emit(OpKind::Sqrt, {emit(OpKind::Sum, {mul(x, x)})}), constant(std::sqrt(n), dtype(x)));
+  }
+  // torch.lerp(a, b, w) for a scalar weight, in its two forms (exact at w = 1).
+  Value lerp(Value a, Value b, Value w) {
+    Value diff = sub(b, a);
+    Value near_a = add(a, mul(w, diff)), near_b = sub(b, mul(diff, sub(constant(1.0, dtype(w)), w)));
+    Value small = emit(OpKind::Lt, {emit(OpKind::Abs, {w}), constant(0.5, dtype(w))});
+    return emit(OpKind::Where, {small, near_a, near_b});
+  }
+  Value state_of_shape(NodeId param, const char* suffix, Shape shape) {
+    Value v = state(param, suffix);
+    g_.nodes[v.node].outputs[0].shape = std::move(shape);
+    return v;
+  }
+
+  // Adafactor (torch.optim.Adafactor; Shazeer and Stern 2018). A param of rank 2 or more
+  // keeps the means of g^2 over its last dim (row_var [..., R, 1]) and over the one before
+  // (col_var [..., 1, C]), R + C numbers per matrix instead of R C; a vector keeps `variance`.
+  //   beta = t^beta2_decay, rho = min(lr, 1 / sqrt(t)), alpha = max(eps2, rms(param)) rho
+  //   param *= 1 - lr wd;  row_var = lerp(row_var, mean(g^2, -1), beta), col_var likewise
+  //   v = row_var col_var / max(mean(row_var, -2), eps1)   (vector: lerp(variance, g^2, beta))
+  //   u = g / sqrt(max(v, eps1^2));  param -= alpha / max(1, rms(u) / d) u
+  // eps1 0 is the machine epsilon of the param's dtype, as torch's None.
+  void adafactor(NodeId param, Value grad) {
+    Value p{param, 0};
+    const DType t = dtype(p), f = DType::F32;
+    const double eps1 = args_.eps1 > 0 ? args_.eps1
+                        : t == DType::F16 ? 0x1p-10 : t == DType::BF16 ? 0x1p-7 : 0x1p-23;
+    Value beta = as(emit(OpKind::Pow, {t_, constant(args_.beta2_decay, f)}), t);
+    Value rho = emit(OpKind::Minimum, {lr_, emit(OpKind::Rsqrt, {t_})});
+    Value alpha = mul(emit(OpKind::Maximum, {as(rms(p), f), constant(args_.eps2, f)}), rho);
+    Value decayed = args_.weight_decay != 0 ? mul(p, as(decay_, t)) : p;
+    Shape shape = g_.type(p).shape;
+    Value v;
+    if (shape.size() >= 2) {
+      const int64_t rows = shape[shape.size() - 2].const_value(), cols = shape.back().const_value();
+      Shape row_shape = shape, col_shape = shape;
+      row_shape.back() = 1, col_shape[shape.size() - 2] = 1;
+      Value row = state_of_shape(param, "row_var", row_shape), col = state_of_shape(param, "col_var", col_shape);
+      Value nrow = lerp(row, div(sum_squares(grad, {-1}), constant(static_cast<double>(cols), t)), beta);
+      Value ncol = lerp(col, div(sum_squares(grad, {-2}), constant(static_cast<double>(rows), t)), beta);
+      set(row, nrow);
+      set(col, ncol);
+      Attrs a;
+      a.set("axes", Ints{-2});
+      a.set("keepdims", true);
+      Value row_mean = emit(OpKind::Mean, {nrow}, std::move(a));
+      v = div(mul(nrow, ncol), emit(OpKind::Maximum, {row_mean, constant(eps1, t)}));
+    } else {
+      Value var = state(param, "variance");
+      v = lerp(var, mul(grad, grad), beta);
+      set(var, v);
+    }
+    Value u = mul(emit(OpKind::Rsqrt, {emit(OpKind::Maximum, {v, constant(eps1 * eps1, t)})}), grad);
+    Value denom = emit(OpKind::Maximum, {div(as(rms(u), f), constant(args_.d, f)), constant(1.0, f)});
+    set(p, sub(decayed, mul(u, as(div(alpha, denom), t))));
   }
 
   // Lion (Chen et al. 2023): param *= 1 - lr * wd; param -= lr * sign(beta1 m + (1 - beta1) g);

@@ -307,7 +307,7 @@ const std::vector<std::string>& schedule_kinds();
 
 struct TrainSettings {
   std::optional<DataSpec> data;
-  std::string optimizer;  // "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion"
+  std::string optimizer;  // "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor"
   Schedule schedule;
   int64_t batch = 32, epochs = 0, steps = 0, seed = 0, accumulate = 1, eval_every = 0;
   double validation = 0.0;  // fraction held out when the data has no test split

@@ -51,6 +51,11 @@ const SettingRule kRules[] = {
     {"threshold", false, 0, kInf, false, true, "a finite number, 0 or greater", false},
     {"cooldown", true, 0, kInf, false, true, "a non-negative integer", false},
     {"min_delta", false, 0, kInf, false, true, "a finite number, 0 or greater", false},
+    // adafactor: torch.optim.Adafactor's checks.
+    {"beta2_decay", false, -kInf, 0, true, false, "a finite number, 0 or less", false},
+    {"eps1", false, 0, kInf, false, true, "a finite number, 0 or greater (0: the dtype's machine epsilon)", false},
+    {"eps2", false, 0, kInf, false, true, "a finite number, 0 or greater", false},
+    {"d", false, 1, kInf, false, true, "a finite number, 1 or greater", false},
 };
 
 bool in_range(const SettingRule& r, double v) {

@@ -147,6 +147,21 @@ TEST(TorchOptim, GoldenFileIsComplete) {
 TEST(TorchOptim, RmsProp) { EXPECT_EQ(check_cases("rmsprop_"), 3); }
 TEST(TorchOptim, Adagrad) { EXPECT_EQ(check_cases("adagrad_"), 2); }
 TEST(TorchOptim, Lion) { EXPECT_EQ(check_cases("lion_"), 2); }
+// torch.optim.Adafactor, and its factored state: w [4, 3] keeps a row_var [4, 1] and a
+// col_var [1, 3] (7 numbers, not 12), the vector b a full variance [3], as torch's.
+TEST(TorchOptim, Adafactor) {
+  EXPECT_EQ(check_cases("adafactor_"), 2);
+  for (const Case& c : golden().cases) {
+    if (!c.name.starts_with("adafactor_")) continue;
+    auto p = compile_case(c);
+    ASSERT_TRUE(p);
+    rt::Session s(p, rt::SessionOptions{});
+    EXPECT_EQ(s.state_names(), (std::vector<std::string>{"w.row_var", "w.col_var", "b.variance"})) << c.name;
+    EXPECT_EQ(s.state("w.row_var").shape, (std::vector<int64_t>{kI, 1}));
+    EXPECT_EQ(s.state("w.col_var").shape, (std::vector<int64_t>{1, kO}));
+    EXPECT_EQ(s.state("b.variance").shape, (std::vector<int64_t>{kO}));
+  }
+}
 TEST(TorchOptim, LinearSchedule) { EXPECT_EQ(check_cases("linear"), 2); }
 TEST(TorchOptim, ExponentialSchedule) { EXPECT_EQ(check_cases("exponential"), 2); }
 TEST(TorchOptim, PolynomialSchedule) { EXPECT_EQ(check_cases("polynomial"), 2); }
