@@ -258,6 +258,8 @@ void emit_reduction(CodeletBuilder& kb, const Graph& g, const Node& n, const Red
   CodeletBuilder::Accumulator acc = sum_f64(kb);
   if (is_max) acc = {b.getFloatTy(), llvm::ConstantFP::getInfinity(b.getFloatTy(), true),
                      [&kb](llvm::Value* a, llvm::Value* v) { return max_nan(kb, a, v); }};
+  else if (n.op == OpKind::Prod) acc = {b.getDoubleTy(), llvm::ConstantFP::get(b.getDoubleTy(), 1.0),
+                                        [&b](llvm::Value* a, llvm::Value* v) { return b.CreateFMul(a, v); }};
   else if (is_int) acc = {b.getInt64Ty(), kb.c64(0), [&b](llvm::Value* a, llvm::Value* v) { return b.CreateAdd(a, v); }};
   // An element's contribution, and the output value of an accumulated result.
   auto widen = [&](llvm::Value* v) {

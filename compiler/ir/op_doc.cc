@@ -60,7 +60,7 @@ std::string op_reference_markdown() {
     if (!op.callable) continue;
     s += fmt::format("| `{}` | `{}` | {} | {} | {} | {} |\n", op.name, cell(op.signature_text), cell(op.summary),
                      kind_of(op), autocast_of(op),
-                     op.expand ? "yes (its parts')" : op.grad ? "yes" : "no: " + op.no_grad);
+                     op.grad || (op.expand && op.no_grad.empty()) ? (op.expand ? "yes (its parts')" : "yes") : "no: " + op.no_grad);
   }
   return s;
 }

@@ -234,7 +234,9 @@ OpRegistry::OpRegistry() {
       throw InternalError(fmt::format("op '{}': a scalar definition goes with MathKind::Scalar", op.name));
     if ((op.math == MathKind::Composite) != static_cast<bool>(op.expand))
       throw InternalError(fmt::format("op '{}': an expansion goes with MathKind::Composite", op.name));
-    if (op.math == MathKind::Composite ? (op.grad || !op.no_grad.empty())
+    // A composite differentiates as its parts do (it has no rule), unless its result is not
+    // differentiable at all (argmax's integer positions), which no_grad then says.
+    if (op.math == MathKind::Composite ? static_cast<bool>(op.grad)
                                        : static_cast<bool>(op.grad) == !op.no_grad.empty())
       throw InternalError(fmt::format("op '{}' needs a gradient rule or the reason it has none (no_grad)", op.name));
   }

@@ -209,7 +209,8 @@ struct OpInfo {
   RefFn reference;
   PointwiseFn pointwise = nullptr;  // elementwise ops
   GradFn grad;                      // empty: not differentiable, and then `no_grad` says why
-  std::string no_grad;              // why the op has no gradient ("its result is bool")
+  std::string no_grad;              // why the op has no gradient ("its result is bool"); a composite
+                                    // (whose parts differentiate) may say so too (argmax)
   // Elementwise ops: per input the expression of its gradient over the inputs, y and g
   // ("" for none); the rule `grad` is built from them.
   std::vector<std::string> grad_exprs;

@@ -44,6 +44,7 @@ void cast(GradCtx& c);
 void sum(GradCtx& c);
 void mean(GradCtx& c);
 void max(GradCtx& c);
+void prod(GradCtx& c);
 // shape.cc
 void matmul(GradCtx& c);
 void transpose(GradCtx& c);

@@ -1,4 +1,10 @@
-// Gradient rules of the reductions: sum, mean and max.
+// Gradient rules of the reductions: sum, mean, max and prod.
+//
+// prod's gradient at x_i is the product of the other elements of its group. Where the group
+// holds no zero that is y / x_i; where it holds one zero, it is the product of the nonzero
+// elements at the zero and 0 elsewhere; with two or more zeros it is 0 everywhere. The rule
+// builds exactly that from the product of the nonzero elements and the count of zeros, so no
+// quotient is ever taken by a zero.
 //
 // max sends the gradient to the elements equal to the maximum and splits it evenly among
 // tied maxima (as PyTorch's amax does), so the rule is symmetric in the tied elements and
@@ -44,6 +50,30 @@ void max(GradCtx& c) {
   Value hit = c.emit(OpKind::Where, {c.emit(OpKind::Eq, {c.input(0), y}), scalar(c, 1, g), scalar(c, 0, g)});
   Value ties = sum_keep(c, hit, axes);
   c.in_grads = {mul(c, hit, div(c, g, ties))};
+}
+
+void prod(GradCtx& c) {
+  const Value x = c.input(0);
+  const TensorType& xt = c.type(x);
+  const Ints& axes = c.node.attrs.ints("axes");
+  const Value zero = scalar(c, 0, x), one = scalar(c, 1, x);
+  const Value is_zero = c.emit(OpKind::Eq, {x, zero});
+  Attrs keep;
+  keep.set("axes", axes);
+  keep.set("keepdims", true);
+  // The product of the nonzero elements and the number of zeros, per group (kept dims).
+  const Value nonzero = c.emit(OpKind::Prod, {c.emit(OpKind::Where, {is_zero, one, x})}, keep);
+  const Value zeros = sum_keep(c, c.emit(OpKind::Where, {is_zero, one, zero}), axes);
+  const Value none = c.emit(OpKind::Eq, {zeros, zero});
+  const Value just_one = c.emit(OpKind::Eq, {zeros, one});
+  // At a nonzero x_i: nonzero / x_i when the group has no zero, else 0; at a zero: nonzero
+  // when it is the group's only zero, else 0. (The quotient by a zero x_i is computed but
+  // never selected.)
+  const Value at_nonzero = c.emit(OpKind::Where, {none, div(c, nonzero, x), zero});
+  const Value at_zero = c.emit(OpKind::Where, {just_one, nonzero, zero});
+  const Value others = c.emit(OpKind::Where, {is_zero, at_zero, at_nonzero});
+  const Value g = keepdims(c, out_grad(c), xt.shape, axes, c.node.attrs.b("keepdims"));
+  c.in_grads = {mul(c, others, g)};
 }
 
 }  // namespace modelc::grads

@@ -184,6 +184,7 @@ void def_reduction(OpRegistry& r, OpKind k, std::string sig, InferFn infer, RefF
 
 void register_shape_composites(OpRegistry& r);  // compiler/ir/ops/composite_shape.cc
 void register_nn_composites(OpRegistry& r);     // compiler/ir/ops/composite_nn.cc
+void register_index_composites(OpRegistry& r);  // compiler/ir/ops/composite_index.cc
 
 void register_composite_ops(OpRegistry& r) {
   const std::string axes = "x: tensor, axes: ints = [], keepdims: bool = false";
@@ -199,6 +200,7 @@ void register_composite_ops(OpRegistry& r) {
                 "log(sum(exp(x))) over axes, without overflow (all -inf gives -inf)");
   register_shape_composites(r);
   register_nn_composites(r);
+  register_index_composites(r);
 }
 
 }  // namespace modelc

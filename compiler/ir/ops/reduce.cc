@@ -1,4 +1,4 @@
-// Reductions: sum, mean and max over a set of axes, and cumsum (a scan along one axis).
+// Reductions: sum, mean, max and prod over a set of axes, and cumsum (a scan along one axis).
 //
 // The shape rule rewrites the attribute "axes" into its canonical form (sorted,
 // non-negative, unique, and every axis when the call gave none), so that passes and
@@ -16,7 +16,7 @@
 namespace modelc {
 namespace {
 
-enum class Reduce { Sum, Mean, Max };
+enum class Reduce { Sum, Mean, Max, Prod };
 
 }  // namespace
 
@@ -76,14 +76,15 @@ void ref_reduce(RefCtx& c, Reduce kind) {
     }
   }
 
-  double init = kind == Reduce::Max ? -std::numeric_limits<double>::infinity() : 0.0;
+  double init = kind == Reduce::Max ? -std::numeric_limits<double>::infinity() : kind == Reduce::Prod ? 1.0 : 0.0;
   std::fill(out.data.begin(), out.data.end(), init);
   std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
   int64_t o = 0;
   for (int64_t i = 0; i < x.numel(); ++i) {
     double v = x[i];
     double& acc = out[o];
-    if (kind != Reduce::Max) acc += v;
+    if (kind == Reduce::Prod) acc *= v;
+    else if (kind != Reduce::Max) acc += v;
     else if (std::isnan(v) || v > acc) acc = std::isnan(acc) ? acc : v;  // NaN sticks
     for (int d = rank - 1; d >= 0; --d) {
       size_t du = static_cast<size_t>(d);
@@ -101,8 +102,9 @@ void ref_reduce(RefCtx& c, Reduce kind) {
 
 // Reductions over every subset of axes (none given: all), with and without keepdims, on
 // shapes of rank 0 to 4; i32 too where the op takes it. max's inputs are distinct (a tie is
-// a kink of its gradient).
-std::vector<OpExample> reduce_examples(ExampleRng& rng, bool int_ok) {
+// a kink of its gradient). With `zeros`, the first two calls also hold one and two exact
+// zeros in their first reduced group (prod's gradient there is no quotient y / x).
+std::vector<OpExample> reduce_examples(ExampleRng& rng, bool int_ok, bool zeros = false) {
   std::vector<OpExample> out;
   for (int rep = 0; rep < 6; ++rep) {
     OpExample e;
@@ -112,10 +114,19 @@ std::vector<OpExample> reduce_examples(ExampleRng& rng, bool int_ok) {
       if (examples::pick(rng, 0, 1)) axes.push_back(examples::pick(rng, 0, 1) ? d : d - static_cast<int64_t>(s.size()));
     const bool keep = examples::pick(rng, 0, 1);
     const DType t = int_ok && rep == 5 ? DType::I32 : DType::F32;
-    e.inputs = {examples::values(rng, t, s, Domain{-3, 3})};
+    // prod: magnitudes about 1 (products of hundreds of terms stay in range), either sign.
+    e.inputs = {examples::values(rng, t, s, zeros ? Domain{0.5, 1.5, 0, true} : Domain{-3, 3})};
     e.attrs.set("axes", axes);
     e.attrs.set("keepdims", keep);
     e.label = fmt::format("{}{}, axes {}{}", dtype_name(t), RefTensor(t, s).shape_str(), attr_str(axes), keep ? ", keepdims" : "");
+    if (zeros && rep < 2) {
+      // Every axis reduced: the zeros land in one group whatever the shape.
+      e.attrs.set("axes", Ints{});
+      RefTensor& x = *e.inputs[0];
+      x.data.front() = 0.0;
+      if (rep == 1) x.data.back() = 0.0;
+      e.label += fmt::format(", every axis, {} zero(s)", std::count(x.data.begin(), x.data.end(), 0.0));
+    }
     e.grad = t == DType::F32;
     out.push_back(std::move(e));
   }
@@ -124,13 +135,14 @@ std::vector<OpExample> reduce_examples(ExampleRng& rng, bool int_ok) {
 
 void def_reduce(OpRegistry& r, OpKind k, std::string name, Reduce kind, bool int_ok, GradFn grad,
                 std::string summary) {
+  const bool zeros = kind == Reduce::Prod;
   r.def(k)
       .signature("x: tensor, axes: ints = [], keepdims: bool = false")
       .fusion(FusionKind::Reduction)
       .infer([name, int_ok](InferCtx& ctx) { infer_reduction(ctx, name, int_ok); })
       .reference([kind](RefCtx& c) { ref_reduce(c, kind); })
       .grad(std::move(grad))
-      .examples([int_ok](ExampleRng& rng) { return reduce_examples(rng, int_ok); })
+      .examples([int_ok, zeros](ExampleRng& rng) { return reduce_examples(rng, int_ok, zeros); })
       .summary(std::move(summary));
 }
 
@@ -200,6 +212,10 @@ void register_reduce_ops(OpRegistry& r) {
   def_reduce(r, OpKind::Mean, "mean", Reduce::Mean, false, grads::mean, "the mean over axes (all when none are given)");
   def_reduce(r, OpKind::Max, "max", Reduce::Max, false, grads::max,
              "the maximum over axes (all when none are given); NaN propagates; ties share the gradient");
+  def_reduce(r, OpKind::Prod, "prod", Reduce::Prod, false, grads::prod,
+             "the product over axes (all when none are given), multiplied in f64; its gradient is exact where x "
+             "holds zeros (the product of the other elements, not y / x)");
+  r.def(OpKind::Prod).autocast(AutocastPolicy::F32);
   // Sums of many low-precision values lose their small terms: autocast keeps them in f32.
   r.def(OpKind::Sum).autocast(AutocastPolicy::F32);
   r.def(OpKind::Mean).autocast(AutocastPolicy::F32);
