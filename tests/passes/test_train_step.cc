@@ -263,7 +263,7 @@ TEST(TrainStepErrors, Options) {
   fails({.accumulate = 0}, "accumulate must be at least 1, got 0");
   fails({.accumulate = -2}, "accumulate must be at least 1, got -2");
   fails({.clip = -1}, "clip_grad_norm must be > 0 (or 0 for no clipping), got -1");
-  fails({.optimizer = "adadelta"}, "unknown optimizer 'adadelta'; expected sgd, adam, adamw, rmsprop, adagrad or lion");
+  fails({.optimizer = "adadelta"}, "unknown optimizer 'adadelta'; expected sgd, adam, adamw, rmsprop, adagrad, lion or adafactor");
   fails({.optimizer = "sgd", .nesterov = true}, "sgd with nesterov = true needs a momentum > 0");
   fails({.optimizer = "sgd", .momentum = -0.5}, "sgd momentum must be >= 0, got -0.5");
   fails({.optimizer = "adam", .weight_decay = -1}, "adam weight_decay must be >= 0, got -1");
