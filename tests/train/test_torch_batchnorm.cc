@@ -5,12 +5,16 @@
 // SGD steps into tests/train/torch_batchnorm.txt. Here the same model is compiled as
 // modelrun compiles it, given PyTorch's initial parameters and trained on the same batches
 // through a Session; then compared: every step's loss (train mode, batch statistics) within
-// 1e-5 relative, the four running statistics within 1e-5 absolute (their values are O(1)),
+// 1e-5 relative, the four running statistics within 5e-5 absolute (their values are O(1)),
 // and the logits of a held-out batch of another size in eval mode (running statistics)
 // within 1e-4 absolute. Cases: plain; accumulate = 2 (the statistics move once per
 // micro-batch, as per forward call in PyTorch); the batch norms recomputed in the backward
 // pass (@checkpoint: the statistics must still move once per step, so its reference is the
-// plain run's).
+// plain run's). Why 5e-5: both sides are float32, and the CPU kernels OpenBLAS and oneDNN
+// pick for this machine's CPU sum in their own order, so the statistics after 20 updates
+// move with the CPU: measured 6e-6 to 2.0e-5 over OPENBLAS_CORETYPE / ONEDNN_MAX_CPU_ISA
+// settings on one machine (2.0e-5 for Prescott). A wrong momentum or the biased variance in
+// place of the unbiased one is off by 1e-2 or more.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -106,6 +110,8 @@ std::shared_ptr<rt::Program> compile_case(const Case& c) {
 
 using test::rel;
 
+constexpr double kStatTol = 5e-5;  // the running statistics, absolute (see the top)
+
 double max_abs_diff(const rt::HostTensor& t, const std::vector<double>& want) {
   EXPECT_EQ(static_cast<size_t>(t.numel()), want.size());
   double worst = 0;
@@ -147,14 +153,14 @@ void check_case(const std::string& name) {
   for (const auto& [bname, want] : c->buffers) {
     const double d = max_abs_diff(s.buffer(bname), want);
     worst_buffer = std::max(worst_buffer, d);
-    EXPECT_LE(d, 1e-5) << bname;
+    EXPECT_LE(d, kStatTol) << bname;
   }
   const auto out = s.eval({{"x", tensor(rt::ElemType::F32, g.held_out, {kEvalB, kC, kH, kW})},
                            {"y", tensor(rt::ElemType::I32, std::vector<double>(kEvalB, 0.0), {kEvalB})}});
   const double d_eval = max_abs_diff(out.at("logits"), c->eval_logits);
   EXPECT_LE(d_eval, 1e-4) << "eval-mode logits";
   // Eval reads the buffers and never writes them.
-  for (const auto& [bname, want] : c->buffers) EXPECT_LE(max_abs_diff(s.buffer(bname), want), 1e-5) << bname;
+  for (const auto& [bname, want] : c->buffers) EXPECT_LE(max_abs_diff(s.buffer(bname), want), kStatTol) << bname;
   std::printf("  %-12s differences to torch: loss %.2e (relative), running statistics %.2e, eval logits %.2e\n",
               name.c_str(), worst_loss, worst_buffer, d_eval);
 }
