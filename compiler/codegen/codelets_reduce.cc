@@ -167,60 +167,76 @@ llvm::Value* load_partial(CodeletBuilder& kb, DType t, size_t scratch, llvm::Val
 }
 
 // cross_entropy over positions [lo, lo + count): the f64 sum of (max - x[target]) +
-// log(sum exp(x - max)) and whether a target was outside [0, C), one reduction over the
-// positions (each position's own max and sum are sequential).
+// log(sum exp(x - max)) over the positions whose target is not ignore_index, how many
+// those are (f64), and whether a target was outside [0, C) and not ignored, one reduction
+// over the positions (each position's own max and sum are sequential).
 std::vector<llvm::Value*> cross_entropy_sum(CodeletBuilder& kb, const Graph& g, const Node& n, const ReducePlan& p,
                                             const Reader& read, llvm::Value* lo, llvm::Value* count) {
   auto& b = kb.b;
   llvm::Type* f64 = b.getDoubleTy();
   llvm::Value* classes = kb.size(g.type(n.inputs.at(0)).shape.back());
-  CodeletBuilder::Accumulator total{f64, dconst(kb, 0), [&b](llvm::Value* a, llvm::Value* v) { return b.CreateFAdd(a, v); }};
+  llvm::Value* ignore = kb.c64(n.attrs.i("ignore_index"));
+  auto fadd = [&b](llvm::Value* a, llvm::Value* v) { return b.CreateFAdd(a, v); };
+  CodeletBuilder::Accumulator total{f64, dconst(kb, 0), fadd};
+  CodeletBuilder::Accumulator counted{f64, dconst(kb, 0), fadd};
   CodeletBuilder::Accumulator bad{b.getInt1Ty(), b.getFalse(), [&b](llvm::Value* a, llvm::Value* v) { return b.CreateOr(a, v); }};
-  return kb.reduce_loop({count}, {total, bad}, [&](const std::vector<llvm::Value*>& k) {
+  return kb.reduce_loop({count}, {total, counted, bad}, [&](const std::vector<llvm::Value*>& k) {
     llvm::Value* pos = b.CreateAdd(lo, k[0]);
     Lane l{b.CreateMul(pos, classes), kb.c64(1), classes};
     // A prologue's broadcast reads by the class count (a bias on the logits) are affine.
     const bool rows = p.inner && *p.inner == g.type(n.inputs.at(0)).shape.back();
     auto [m, s] = max_and_sum_exp(kb, read, l, rows ? pos : nullptr);
     llvm::Value* t = b.CreateSExt(read(1, pos), kb.i64());
-    llvm::Value* outside = b.CreateICmpUGE(t, classes);  // negative t is huge unsigned
-    llvm::Value* safe_t = b.CreateSelect(outside, kb.c64(0), t);
+    llvm::Value* skip = b.CreateICmpEQ(t, ignore);
+    llvm::Value* outside = b.CreateAnd(b.CreateICmpUGE(t, classes), b.CreateNot(skip));  // negative t: huge unsigned
+    llvm::Value* safe_t = b.CreateSelect(b.CreateICmpUGE(t, classes), kb.c64(0), t);
     llvm::Value* at_t = b.CreateAdd(l.base, safe_t);
     if (rows) kb.known_divmod(at_t, classes, pos, safe_t);
     llvm::Value* xt = b.CreateFPExt(read(0, at_t), f64);
     llvm::Value* loss = b.CreateFAdd(b.CreateFSub(b.CreateFPExt(m, f64), xt),
                                      b.CreateUnaryIntrinsic(llvm::Intrinsic::log, s));
-    return std::vector<llvm::Value*>{loss, outside};
+    return std::vector<llvm::Value*>{b.CreateSelect(skip, dconst(kb, 0), loss),
+                                     b.CreateSelect(skip, dconst(kb, 0), dconst(kb, 1)), outside};
   });
 }
 
-// cross_entropy: the mean over positions of the per-position losses. A target outside
-// [0, C) makes the result NaN (the reference throws a UserError; a kernel cannot, so the
-// loss says it instead). Partial: chunk p of the positions; its partial is NaN for a bad
-// target, so the mean is.
+// cross_entropy: the mean over the positions counted of their losses. A target outside
+// [0, C) that is not ignored makes the result NaN (the reference throws a UserError; a
+// kernel cannot, so the loss says it instead). Partial: chunk p of the positions; its
+// partials are the sum (NaN for a bad target, so that the mean is) in slot p and the count
+// in slot chunks + p.
 void cross_entropy(CodeletBuilder& kb, const Graph& g, const Node& n, const ReducePlan& p, ReducePhase phase,
                    size_t scratch, const Reader& read, const ReduceDone& done) {
   auto& b = kb.b;
   llvm::Type* f64 = b.getDoubleTy();
   llvm::Value* positions = kb.size(kb.symbols.numel(g.type(n.inputs.at(1)).shape));
   llvm::Value* nan = llvm::ConstantFP::getNaN(f64);
+  llvm::Value* chunks = kb.c64(p.chunks);
   llvm::Value* total = nullptr;
+  llvm::Value* counted = nullptr;
   if (phase == ReducePhase::Partial) {
     auto [lo, count] = chunk_range(kb, positions, kb.index, p.chunks);
     std::vector<llvm::Value*> r = cross_entropy_sum(kb, g, n, p, read, lo, count);
-    llvm::Value* partial = b.CreateSelect(r[1], nan, r[0]);
-    kb.single([&] { store_partial(kb, p.scratch_type, scratch, kb.index, partial); });
+    llvm::Value* partial = b.CreateSelect(r[2], nan, r[0]);
+    kb.single([&] {
+      store_partial(kb, p.scratch_type, scratch, kb.index, partial);
+      store_partial(kb, p.scratch_type, scratch, b.CreateAdd(chunks, kb.index), r[1]);
+    });
     return;
   }
   if (phase == ReducePhase::Finish) {
-    total = kb.reduce_loop(kb.c64(p.chunks), sum_f64(kb), [&](llvm::Value* k) {
-      return load_partial(kb, p.scratch_type, scratch, k, f64);
+    std::vector<llvm::Value*> r = kb.reduce_loop({chunks}, {sum_f64(kb), sum_f64(kb)}, [&](const std::vector<llvm::Value*>& k) {
+      return std::vector<llvm::Value*>{load_partial(kb, p.scratch_type, scratch, k[0], f64),
+                                       load_partial(kb, p.scratch_type, scratch, b.CreateAdd(chunks, k[0]), f64)};
     });
+    total = r[0];
+    counted = r[1];
   } else {
     std::vector<llvm::Value*> r = cross_entropy_sum(kb, g, n, p, read, kb.c64(0), positions);
-    total = b.CreateSelect(r[1], nan, r[0]);
+    total = b.CreateSelect(r[2], nan, r[0]);
+    counted = r[1];
   }
-  llvm::Value* mean = b.CreateFDiv(total, b.CreateSIToFP(positions, f64));  // 0/0: NaN
+  llvm::Value* mean = b.CreateFDiv(total, counted);  // 0/0: NaN
   done(kb.index, b.CreateFPTrunc(mean, b.getFloatTy()));
 }
 

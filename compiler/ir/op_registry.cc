@@ -226,6 +226,7 @@ OpRegistry::OpRegistry() {
   register_conv_ops(*this);
   register_grad_ops(*this);
   register_loss_ops(*this);
+  register_class_loss_ops(*this);
   register_composite_ops(*this);
   for (const OpInfo& op : ops_) {
     if (!op.infer || !op.reference)

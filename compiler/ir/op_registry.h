@@ -190,12 +190,17 @@ enum class NonFinite : uint8_t { Exact, Superset };
 // compiler records the limit on every model input whose values reach the operand
 // unchanged (through ops that only move values, OpInfo::moves_values), so the runtime
 // checks data against it when it is loaded (compiler/lowered/index_bounds.h).
+// With `ignore_attr`, the value of that int attribute is accepted too, and means "no
+// index here" (cross_entropy's ignore_index: a padded position); with `op_attr`, the str
+// attribute names the op in messages (an internal check speaking for the loss it serves).
 struct IndexOperand {
   int operand = 0;
   int of = -1;
   int dim = 0;
   std::string attr;
   std::string what;  // what the limit counts: "rows of the table", "classes"
+  std::string ignore_attr = {};
+  std::string op_attr = {};
 };
 
 struct OpInfo {
@@ -316,6 +321,7 @@ void register_nn_ops(OpRegistry& r);
 void register_conv_ops(OpRegistry& r);
 void register_grad_ops(OpRegistry& r);  // one_hot and the ops gradients are built from
 void register_loss_ops(OpRegistry& r);  // composites: mse_loss, bce_with_logits, ...
+void register_class_loss_ops(OpRegistry& r);  // composites: cross_entropy, nll_loss; index_check
 void register_composite_ops(OpRegistry& r);  // composites: var, logsumexp, squeeze, clamp, ...
 
 }  // namespace modelc

@@ -38,6 +38,8 @@ std::string declared_by(const Graph& g, Value v, int64_t limit, const std::funct
 
 std::map<NodeId, IndexBound> input_index_bounds(const Graph& g, const std::function<std::string(SourceLoc)>& describe) {
   std::map<NodeId, IndexBound> out;
+  // Per input, whether each use ignores one value, and which (nullopt: some use ignores none).
+  std::map<NodeId, std::optional<int64_t>> ignored;
   for (const Node& n : g.nodes) {
     const OpInfo& info = op_info(n.op);
     for (const IndexOperand& io : info.index_operands) {
@@ -56,7 +58,10 @@ std::map<NodeId, IndexBound> input_index_bounds(const Graph& g, const std::funct
         limit = n.attrs.i(io.attr);
       }
       if (!limit || *limit < 1) continue;
-      const std::string note = fmt::format("the {} of {}{}{}", io.what, info.name, at(n, describe), source);
+      std::optional<int64_t> ignore;
+      if (!io.ignore_attr.empty() && n.attrs.has(io.ignore_attr)) ignore = n.attrs.i(io.ignore_attr);
+      const std::string op = !io.op_attr.empty() && n.attrs.has(io.op_attr) ? n.attrs.s(io.op_attr) : info.name;
+      const std::string note = fmt::format("the {} of {}{}{}", io.what, op, at(n, describe), source);
       // Back from the operand through the value movers to the inputs.
       std::vector<Value> stack{n.inputs[operand]};
       std::set<NodeId> seen;
@@ -66,8 +71,10 @@ std::map<NodeId, IndexBound> input_index_bounds(const Graph& g, const std::funct
         if (!seen.insert(v.node).second) continue;
         const Node& m = g.nodes.at(v.node);
         if (m.op == OpKind::Input) {
-          auto [it, fresh] = out.try_emplace(v.node, IndexBound{*limit, note});
-          if (!fresh && *limit < it->second.limit) it->second = IndexBound{*limit, note};
+          auto [it, fresh] = out.try_emplace(v.node, IndexBound{*limit, note, {}});
+          if (!fresh && *limit < it->second.limit) it->second = IndexBound{*limit, note, {}};
+          auto [ig, first] = ignored.try_emplace(v.node, ignore);
+          if (!first && ig->second != ignore) ig->second.reset();
         } else if (op_info(m.op).moves_values) {
           for (const Value& in : m.inputs)
             if (in.valid()) stack.push_back(in);
@@ -75,6 +82,9 @@ std::map<NodeId, IndexBound> input_index_bounds(const Graph& g, const std::funct
       }
     }
   }
+  // An ignored value inside the tightest range is an index like the others.
+  for (auto& [id, b] : out)
+    if (const std::optional<int64_t>& ig = ignored.at(id); ig && (*ig < 0 || *ig >= b.limit)) b.ignore = ig;
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "compiler/ir/graph.h"
@@ -24,10 +25,14 @@ struct IndexBound {
   // logits) of cross_entropy at m.model:14:10; 10 is a dim of parameter 'linear.1.b' f32[10]
   // declared at m.model:5:3".
   std::string note;
+  // A value outside the range that is accepted as "no index" (cross_entropy's ignore_index),
+  // when every use of the input accepts that one value.
+  std::optional<int64_t> ignore;
 };
 
 // Per input node, the tightest limit of the index operands it reaches (inputs that reach
-// none are absent; limits that are not constant are skipped). `describe` renders a source
+// none are absent; limits that are not constant are skipped), and the ignored value when
+// all of them ignore the same one. `describe` renders a source
 // location ("" when the graph has none).
 std::map<NodeId, IndexBound> input_index_bounds(const Graph& g, const std::function<std::string(SourceLoc)>& describe);
 

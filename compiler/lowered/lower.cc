@@ -83,6 +83,7 @@ class Lowering {
         if (auto it = bounds.find(id); it != bounds.end() && n.outputs[0].dtype == DType::I32) {
           p_.buffers[b].index_limit = it->second.limit;
           p_.buffers[b].index_note = it->second.note;
+          p_.buffers[b].index_ignore = it->second.ignore;
         }
         uint32_t micro = n.attrs.has("micro") ? static_cast<uint32_t>(n.attrs.i("micro")) : 0;
         f_->micro_batches = std::max(f_->micro_batches, micro + 1);

@@ -130,7 +130,8 @@ ReducePlan plan_reduction(const Graph& g, const Node& n) {
   }
   const int64_t outputs = n.op == OpKind::CrossEntropy ? 1 : estimate(n.outputs.at(0).shape);
   p.scratch_type = n.op != OpKind::CrossEntropy && g.type(n.inputs.at(0)).dtype == DType::I32 ? DType::I32 : DType::F32;
-  p.scratch_elements = outputs * p.chunks * (sums_f64(g, n) ? 2 : 1);
+  // cross_entropy's partials are a sum and a count of positions, each an f64.
+  p.scratch_elements = outputs * p.chunks * (sums_f64(g, n) ? 2 : 1) * (n.op == OpKind::CrossEntropy ? 2 : 1);
   return p;
 }
 

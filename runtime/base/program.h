@@ -81,6 +81,9 @@ struct BufferDesc {
   // declared ("the classes of cross_entropy at m.model:14:10 ..."). 0: no limit known.
   int64_t index_limit = 0;
   std::string index_note;
+  // With an index limit: the one value outside [0, index_limit) that is accepted too and
+  // means "no index here" (cross_entropy's ignore_index, -100 by default, as PyTorch's).
+  std::optional<int64_t> index_ignore;
   // Params and inputs: where the model declares them ("models/x.model:5:3"), for messages;
   // "" when unknown.
   std::string where;

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "runtime/base/error.h"
@@ -68,6 +69,11 @@ void check_buffers_and_kernels(const Program& p) {
     for (size_t k = 0; k < b.shape.size(); ++k) check_size(p, b.shape[k], fmt::format("{}: dim {}", what, k));
     if (b.index_limit != 0 && (b.index_limit < 0 || b.role != BufferRole::Input || b.type != ElemType::I32))
       fail(fmt::format("{} has index limit {}, but only an i32 input may have one, and it must be positive", what, b.index_limit));
+    if (b.index_ignore && (b.index_limit <= 0 || (*b.index_ignore >= 0 && *b.index_ignore < b.index_limit) ||
+                           *b.index_ignore < std::numeric_limits<int32_t>::min() ||
+                           *b.index_ignore > std::numeric_limits<int32_t>::max()))
+      fail(fmt::format("{} ignores index {}, but an ignored index goes with an index limit ({}), outside [0, limit) and "
+                       "within i32", what, *b.index_ignore, b.index_limit));
   }
   names.clear();
   for (size_t i = 0; i < p.codelets.size(); ++i) {

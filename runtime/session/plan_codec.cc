@@ -19,6 +19,7 @@ namespace {
 // The streams extension begins with "STRM" (little-endian u32).
 constexpr uint32_t kStreamsTag = 0x4d525453;
 constexpr uint32_t kIndexTag = 0x58444e49;  // "INDX": the index limits of integer inputs
+constexpr uint32_t kIgnoreTag = 0x524e4749;  // "IGNR": the ignored values of index inputs
 
 class Writer {
  public:
@@ -338,6 +339,15 @@ std::string encode_program(const Program& p, const PlanTarget& target) {
     for (size_t i = 0; i < p.buffers.size(); ++i)
       if (p.buffers[i].index_limit != 0) w.u32(static_cast<uint32_t>(i)), w.i64(p.buffers[i].index_limit), w.str(p.buffers[i].index_note);
   }
+  // The ignored values, only when some index input has one (after the index limits).
+  size_t ignoring = 0;
+  for (const BufferDesc& b : p.buffers) ignoring += b.index_ignore.has_value();
+  if (ignoring > 0) {
+    w.u32(kIgnoreTag);
+    w.count(ignoring);
+    for (size_t i = 0; i < p.buffers.size(); ++i)
+      if (p.buffers[i].index_ignore) w.u32(static_cast<uint32_t>(i)), w.i64(*p.buffers[i].index_ignore);
+  }
   return std::move(w.out);
 }
 
@@ -359,6 +369,29 @@ CodeletDesc read_kernel(Reader& r) {
   k.sizes = r.sizes("a kernel's size table");
   k.extent = r.size("a kernel's extent");
   return k;
+}
+
+// The optional index limits ("INDX") and ignored values ("IGNR") after the target.
+void read_index_extensions(Reader& r, Program& p) {
+  if (r.next_is(kIndexTag)) {
+    r.u32("the index extension");
+    for (uint32_t n = r.count(16, "the index limits"); n > 0; --n) {
+      const uint32_t b = r.u32("an index limit's buffer");
+      if (b >= p.buffers.size()) r.fail(fmt::format("an index limit names buffer {}, but the program has {}", b, p.buffers.size()));
+      if (p.buffers[b].index_limit != 0) r.fail(fmt::format("buffer {} has two index limits", b));
+      p.buffers[b].index_limit = r.i64("an index limit");
+      p.buffers[b].index_note = r.str("an index limit's note");
+    }
+  }
+  if (r.next_is(kIgnoreTag)) {
+    r.u32("the ignored indices");
+    for (uint32_t n = r.count(12, "the ignored indices"); n > 0; --n) {
+      const uint32_t b = r.u32("an ignored index's buffer");
+      if (b >= p.buffers.size()) r.fail(fmt::format("an ignored index names buffer {}, but the program has {}", b, p.buffers.size()));
+      if (p.buffers[b].index_ignore) r.fail(fmt::format("buffer {} has two ignored indices", b));
+      p.buffers[b].index_ignore = r.i64("an ignored index");
+    }
+  }
 }
 
 }  // namespace
@@ -426,16 +459,7 @@ void decode_program(std::string_view bytes, Program& p, PlanTarget& target) {
       }
     }
   }
-  if (r.next_is(kIndexTag)) {
-    r.u32("the index extension");
-    for (uint32_t n = r.count(16, "the index limits"); n > 0; --n) {
-      const uint32_t b = r.u32("an index limit's buffer");
-      if (b >= p.buffers.size()) r.fail(fmt::format("an index limit names buffer {}, but the program has {}", b, p.buffers.size()));
-      if (p.buffers[b].index_limit != 0) r.fail(fmt::format("buffer {} has two index limits", b));
-      p.buffers[b].index_limit = r.i64("an index limit");
-      p.buffers[b].index_note = r.str("an index limit's note");
-    }
-  }
+  read_index_extensions(r, p);
   if (!r.done()) r.fail(fmt::format("{} unexpected bytes after the program", r.remaining()));
 }
 

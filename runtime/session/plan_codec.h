@@ -27,8 +27,10 @@
 //   istreams := u32 stream, list<u32> waits, list<u32> records
 //   [index]  := u32 "INDX", list<(u32 buffer, i64 limit, str note)>; present only when some
 //               input has an index limit (BufferDesc::index_limit)
+//   [ignore] := u32 "IGNR", list<(u32 buffer, i64 value)>; present only when some index input
+//               accepts a value outside its range as "no index" (BufferDesc::index_ignore)
 // Plans without the streams part load as one stream without events, the sequential run;
-// without the index part, with no index limits.
+// without the index part, with no index limits; without the ignore part, ignoring nothing.
 // The decoder checks every length against the bytes that remain (so no allocation exceeds
 // the input), every enum value, and that the section ends exactly where the program does.
 #pragma once

@@ -174,6 +174,11 @@ void Session::set_step(int64_t step) {
 
 namespace {
 
+// ", and not the ignored index -100" when the input has one.
+std::string ignore_note(const BufferDesc& d) {
+  return d.index_ignore ? fmt::format(", and not the ignored index {}", *d.index_ignore) : "";
+}
+
 // An index input (rt::BufferDesc::index_limit) holding a value outside [0, limit) is the
 // caller's error, named with its position; a kernel would read out of bounds or return NaN.
 // A tensor of another type or size is left to the backend's own checks.
@@ -181,15 +186,15 @@ void check_indices(const std::string& fn, const BufferDesc& d, const HostTensor&
   if (d.index_limit <= 0 || t.type != ElemType::I32 || t.bytes.size() < static_cast<size_t>(t.numel()) * 4) return;
   const int32_t* v = t.i32();
   for (int64_t i = 0; i < t.numel(); ++i) {
-    if (v[i] >= 0 && v[i] < d.index_limit) continue;
+    if ((v[i] >= 0 && v[i] < d.index_limit) || (d.index_ignore && v[i] == *d.index_ignore)) continue;
     std::vector<int64_t> at(t.shape.size());
     for (size_t k = t.shape.size(), rest = static_cast<size_t>(i); k-- > 0;) {
       const auto n = static_cast<size_t>(std::max<int64_t>(t.shape[k], 1));
       at[k] = static_cast<int64_t>(rest % n);
       rest /= n;
     }
-    throw RuntimeError(fmt::format("function '{}': input '{}' holds {} at {}, outside [0, {}): {}", fn, d.name, v[i],
-                                   shape_str(at), d.index_limit, d.index_note));
+    throw RuntimeError(fmt::format("function '{}': input '{}' holds {} at {}, outside [0, {}){}: {}", fn, d.name, v[i],
+                                   shape_str(at), d.index_limit, ignore_note(d), d.index_note));
   }
 }
 

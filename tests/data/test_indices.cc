@@ -61,6 +61,35 @@ TEST(DataIndices, CsvLabelsNameTheLine) {
                           {"[0, 5): the limit of labels in train_step"});
 }
 
+// A label every limited feed ignores (BufferDesc::index_ignore, cross_entropy's -100) is
+// accepted; a feed that does not ignore it (an embedding of the labels) makes it an error.
+TEST(DataIndices, IgnoredLabelsPass) {
+  TempDir dir;
+  auto rng = testing::test_rng(4);
+  std::string csv;
+  const int rows = 30;
+  for (int i = 0; i < rows; ++i) csv += fmt::format("{},{}\n", i, i % 3 == 0 ? -100 : static_cast<int>(rng() % 4));
+  testing::write_file(dir / "d.csv", csv);
+  auto ds = Dataset::open({"csv", {{"path", "d.csv"}}, {}, {}}, dir.path().string(), 1, 0.25);
+  Program p = program({{0, 4}, {0, 4}});
+  for (BufferDesc& b : p.buffers)
+    if (b.name == "labels") b.index_ignore = -100;
+  ds->check_indices(p, "labels", true);
+  expect_error<DataError>([&] { ds->check_indices(program({{0, 4}}), "labels", true); },
+                          {"d.csv:1: the label is -100, but input 'labels' takes values in [0, 4): the limit of labels in eval"});
+  p.buffers[3].index_ignore.reset();  // train_step's labels: no longer ignoring
+  expect_error<DataError>([&] { ds->check_indices(p, "labels", true); }, {"d.csv:1: the label is -100"});
+  // Another negative value is not the ignored one.
+  csv = "0,1\n1,-1\n2,-100\n";
+  testing::write_file(dir / "e.csv", csv);
+  auto es = Dataset::open({"csv", {{"path", "e.csv"}}, {}, {}}, dir.path().string(), 1, 0);
+  Program q = program({{0, 4}});
+  q.buffers[1].index_ignore = -100;
+  expect_error<DataError>([&] { es->check_indices(q, "labels", true); },
+                          {"e.csv:2: the label is -1, but input 'labels' takes values in [0, 4) (or -100, the ignored "
+                           "index): the limit of labels in eval"});
+}
+
 TEST(DataIndices, IdxNamesTheLabelsFileAndItsItem) {
   TempDir dir;
   auto write = [&](const std::string& stem, std::vector<uint8_t> labels) {

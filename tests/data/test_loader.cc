@@ -102,7 +102,7 @@ TEST(Dataset, CsvFloatTargetsForRegression) {
   EXPECT_EQ(seen, ds->size(Split::Train));
   // The same file for a classifier: the targets are not class numbers.
   testing::expect_error<DataError>([&] { Dataset::open(spec, dir.path().string(), 1, 0.25); },
-                                   {"r.csv:1:", "is not a non-negative integer"});
+                                   {"r.csv:1:", "is not an integer class label (an i32)"});
   testing::expect_error<DataError>([&] { Dataset::open(make_idx(dir, 10), dir.path().string(), 1, 0.25, ElemType::F32); },
                                    {"idx() gives class labels (i32), but the model's target input is f32"});
   testing::write_file(dir / "big.csv", "1,2,1e39\n");

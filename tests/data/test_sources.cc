@@ -177,8 +177,8 @@ TEST(CsvSource, RejectsBadFiles) {
   check("h1,h2\n1,2\n3,,4\n", -1, true, {p + ":3:3:", "field 2 is empty"});
   check("1,2,3\n4,5\n", -1, false, {p + ":2:", "row has 2 fields, expected 3 as on line 1"});
   check("1,2,3\n4,5,6,7\n", -1, false, {p + ":2:", "row has 4 fields"});
-  check("1,2,3.5\n", -1, false, {p + ":1:", "is not a non-negative integer"});
-  check("1,2,3\n1,2,-1\n", -1, false, {p + ":2:5:", "label '-1' is not a non-negative integer"});
+  check("1,2,3.5\n", -1, false, {p + ":1:", "label '3.5' is not an integer class label (an i32)"});
+  check("1,2,3\n1,2,-2147483649\n", -1, false, {p + ":2:5:", "label '-2147483649' is not an integer class label"});
   check("1,2,3\n", 3, false, {p, "label_column 3 is out of range: rows have 3 fields"});
   check("1,2,3\n", -2, false, {p, "label_column -2 is invalid"});
   check("1\n2\n", -1, false, {p + ":1:", "needs at least one feature and a label"});
@@ -201,7 +201,7 @@ TEST(CsvSource, RefusesValuesBeyondF32AndShowsOddBytes) {
   };
   check("1,2,0\n1,1e300,0\n", {p + ":2:3:", "field 2 '1e300' is too large for f32"});
   check("-3.5e38,2,0\n", {p + ":1:1:", "field 1 '-3.5e38' is too large for f32"});
-  check("1,2,1e300\n", {p + ":1:5:", "label '1e300' is not a non-negative integer"});
+  check("1,2,1e300\n", {p + ":1:5:", "label '1e300' is not an integer class label"});
   check(std::string("1,2\0x,0\n", 8), {p + ":1:3:", "field 2 '2\\0x' is not a number"});
   check("1,\x01\xff,0\n", {p + ":1:3:", "field 2 '\\x01\\xff' is not a number"});
   check("1,2,0\n\xEF\xBB\xBF" "3,4,1\n", {p + ":2:1:", "field 1 'U+FEFF3' is not a number"});
@@ -214,6 +214,9 @@ TEST(CsvSource, RefusesValuesBeyondF32AndShowsOddBytes) {
   EXPECT_EQ(ex.labels, std::vector<int32_t>{1});
   testing::write_file(p, "\xEF\xBB\xBF" "a,b\n5,7\n");
   EXPECT_EQ(load_csv(p, 0, true).labels, std::vector<int32_t>{5});
+  // A negative label is read (an ignored class, -100 by default); the model's limits judge it.
+  testing::write_file(p, "1,2,-100\n3,4,2147483647\n");
+  EXPECT_EQ(load_csv(p, -1, false).labels, (std::vector<int32_t>{-100, 2147483647}));
 }
 
 TEST(TextSource, WindowsAndVocabulary) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <optional>
 
 #include "compiler/pipeline.h"
 #include "tests/data/data_test_util.h"
@@ -14,6 +15,7 @@ namespace {
 struct Bound {
   int64_t limit = 0;
   std::string note;
+  std::optional<int64_t> ignore;
 };
 
 // The limit of every input of every function of the model in `source` (the same in all).
@@ -28,7 +30,7 @@ std::map<std::string, Bound> bounds_of(const std::string& source) {
   for (const rt::Function& f : p->functions)
     for (const rt::Feed& fd : f.feeds) {
       const rt::BufferDesc& d = p->buffers.at(fd.buffer);
-      auto [it, fresh] = out.try_emplace(fd.name, Bound{d.index_limit, d.index_note});
+      auto [it, fresh] = out.try_emplace(fd.name, Bound{d.index_limit, d.index_note, d.index_ignore});
       if (!fresh) {
         EXPECT_EQ(it->second.limit, d.index_limit) << fd.name << " in " << f.name;
       }
@@ -78,6 +80,46 @@ TEST(IndexBounds, NoneThroughArithmeticOrForFloatInputs) {
   EXPECT_EQ(b.at("ids").limit, 0) << "ids + 1 has limits of its own: " << b.at("ids").note;
   EXPECT_EQ(b.at("x").limit, 0);
   EXPECT_EQ(b.at("labels").limit, 3);
+}
+
+// cross_entropy and nll_loss accept their ignore_index (-100 by default) as a label, in every
+// form (the one kernel, the composite with a weight or smoothing); an ignore_index inside the
+// range needs nothing recorded; a use that ignores nothing (an embedding of the same
+// input) or another value makes every value outside the range an error.
+TEST(IndexBounds, IgnoredLabels) {
+  auto model = [](const std::string& loss) {
+    return std::string(R"(model m(B) {
+  input x: f32[B, 5]
+  input labels: i32[B]
+  input more: i32[B]
+  param table: f32[7, 5] = normal(std = 0.1)
+  param cw: f32[5] = normal(mean = 1.0, std = 0.1)
+  )") + loss + R"(
+  output loss
+}
+)" + kTrain;
+  };
+  struct Case {
+    std::string loss;
+    std::optional<int64_t> labels, more;
+  };
+  const Case cases[] = {
+      {"loss = cross_entropy(x, labels) + cross_entropy(x, more, ignore_index = -1)", -100, -1},
+      {"loss = cross_entropy(x, labels, label_smoothing = 0.1) + nll_loss(log_softmax(x), more, reduction = \"sum\")",
+       -100, -100},
+      {"loss = cross_entropy(x, labels, ignore_index = 2) + cross_entropy(x, reshape(more, [B]), weight = cw)",
+       std::nullopt, -100},
+      {"loss = cross_entropy(x, labels) + mean(embedding(labels, table)) + cross_entropy(x, more) + "
+       "nll_loss(x, more, ignore_index = -7)", std::nullopt, std::nullopt},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.loss);
+    auto b = bounds_of(model(c.loss));
+    EXPECT_EQ(b.at("labels").limit, 5);
+    EXPECT_EQ(b.at("labels").ignore, c.labels);
+    EXPECT_EQ(b.at("more").limit, 5);
+    EXPECT_EQ(b.at("more").ignore, c.more);
+  }
 }
 
 }  // namespace

@@ -331,6 +331,13 @@ TEST_F(PlanErrors, InconsistentPrograms) {
          for (rt::BufferDesc& b : p.buffers)
            if (b.index_limit > 0) b.index_limit = -3;
        }},
+      {"ignores index -100, but an ignored index goes with an index limit (0)", [](rt::Program& p) {
+         p.buffers[0].index_ignore = -100;
+       }},
+      {"ignores index 2, but an ignored index goes with an index limit (", [](rt::Program& p) {
+         for (rt::BufferDesc& b : p.buffers)
+           if (b.index_limit > 2) b.index_ignore = 2;
+       }},
       {"dim 0 names symbol 99, but the program has", [](rt::Program& p) { p.buffers[0].shape[0] = rt::SizeExpr::symbol(99); }},
       {"has no valid name", [](rt::Program& p) { p.codelets[0].name.clear(); }},
       {"kernel 0 ('k\\x00x') has no valid name", [](rt::Program& p) { p.codelets[0].name = std::string("k\0x", 3); }},

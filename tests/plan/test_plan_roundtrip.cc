@@ -80,6 +80,7 @@ void expect_same_program(const rt::Program& a, const rt::Program& b, bool loaded
     EXPECT_EQ(bits(x.init.a), bits(y.init.a)) << x.name;
     EXPECT_EQ(x.index_limit, y.index_limit) << x.name;
     EXPECT_EQ(x.index_note, y.index_note) << x.name;
+    EXPECT_EQ(x.index_ignore, y.index_ignore) << x.name;
     EXPECT_EQ(x.where, y.where) << x.name;
     EXPECT_EQ(bits(x.init.b), bits(y.init.b)) << x.name;
     expect_same_sizes(x.shape, y.shape, x.name);
@@ -258,6 +259,7 @@ TEST(PlanFields, EveryFieldSurvives) {
   ids.role = rt::BufferRole::Input;
   ids.index_limit = std::numeric_limits<int64_t>::max();
   ids.index_note = std::string("a note\0with a NUL", 17);
+  ids.index_ignore = std::numeric_limits<int32_t>::min();
   ids.where = "somewhere.model:1:2";
   p.buffers.push_back(ids);
   rt::SizeExpr e;

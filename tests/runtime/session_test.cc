@@ -312,6 +312,36 @@ TEST(Session, IndexInputsOutOfRangeAreRefused) {
   }
 }
 
+// An index input's ignored value (BufferDesc::index_ignore: cross_entropy's ignore_index)
+// passes the check; every other value outside the range is refused, and the message says
+// which value is ignored.
+TEST(Session, IgnoredIndexPasses) {
+  ProgramBuilder b;
+  b.p.model = "ig";
+  const uint32_t ids = b.buffer("y", BufferRole::Input, {b.dim("B")}, ElemType::I32);
+  b.p.buffers.back().index_limit = 5;
+  b.p.buffers.back().index_ignore = -100;
+  b.p.buffers.back().index_note = "the classes of cross_entropy at m.model:9:10";
+  const uint32_t out = b.buffer("out", BufferRole::Output, {b.dim("B")}, ElemType::I32);
+  Function& e = b.function("eval");
+  e.feeds = {{"y", 0, ids}};
+  e.instrs = {ProgramBuilder::library("copy", {ids}, {out})};
+  e.outputs = {{"out", out}};
+  Session s(std::make_shared<const Program>(std::move(b.p)), {.threads = 1});
+  const int64_t B = rnd(2, 9);
+  HostTensor x(ElemType::I32, {B});
+  for (int64_t i = 0; i < B; ++i) x.i32()[i] = rnd(0, 1) ? -100 : static_cast<int32_t>(rnd(0, 4));
+  EXPECT_EQ(s.eval({{"y", x}}).at("out").bytes, x.bytes);
+  for (int32_t bad : {5, -1, -99}) {
+    HostTensor y = x;
+    const int64_t at = rnd(0, B - 1);
+    y.i32()[at] = bad;
+    expect_error([&] { s.eval({{"y", y}}); },
+                 {fmt::format("input 'y' holds {} at [{}], outside [0, 5), and not the ignored index -100: the classes "
+                              "of cross_entropy at m.model:9:10", bad, at)});
+  }
+}
+
 // y = x @ w with w f32[4,1]; one SGD step on the mean squared error, by host kernels.
 namespace {
 // loss = mean((pred - y)^2); sizes: [B]

@@ -1,8 +1,8 @@
 // Gradient rules of the neural-network ops, built from primitives: softmax, log_softmax,
 // layer_norm (recomputing its statistics), embedding (embedding, a scatter-add),
-// cross_entropy ((softmax(logits) - one_hot(targets)) * g / positions), dropout (dropout of
-// the gradient with the same attributes: the same key draws the same mask) and
-// causal_mask (zero where the forward masked).
+// cross_entropy ((softmax(logits) - one_hot(targets)) * g / positions counted, 0 where
+// ignored), dropout (dropout of the gradient with the same attributes: the same key draws
+// the same mask) and causal_mask (zero where the forward masked).
 #include "compiler/ir/grads/grad_util.h"
 
 namespace modelc::grads {
@@ -55,16 +55,23 @@ void embedding(GradCtx& c) {
   c.in_grads = {Value{}, cast_to(c, gt, table.dtype)};
 }
 
+// Positions whose target is ignore_index neither count in the mean nor get a gradient: 0
+// there (a where, not a product, so that a batch of ignored targets gives zeros, as
+// PyTorch does, rather than 0 * inf).
 void cross_entropy(GradCtx& c) {
   Value logits = c.input(0), targets = c.input(1);
   const TensorType& lt = c.type(logits);
+  const Shape& positions = c.type(targets).shape;
   Attrs a;
   a.set("classes", known(c, lt.shape.back(), "class count"));
   Value oh = cast_to(c, c.emit(OpKind::OneHot, {targets}, std::move(a)), lt.dtype);
   Value p = c.emit(OpKind::Softmax, {logits});
-  Value n = count(c, c.type(targets).shape, lt.dtype);
+  Value kept = c.emit(OpKind::Ne, {targets, c.constant(static_cast<double>(c.node.attrs.i("ignore_index")), DType::I32, {})});
+  Value n = c.emit(OpKind::Sum, {cast_to(c, kept, lt.dtype)});
   Value scale = div(c, cast_to(c, out_grad(c), lt.dtype), n);
-  c.in_grads = {mul(c, sub(c, p, oh), scale), Value{}};
+  Value d = mul(c, sub(c, p, oh), scale);
+  Value row_kept = keepdims(c, kept, lt.shape, {static_cast<int64_t>(positions.size())}, false);
+  c.in_grads = {c.emit(OpKind::Where, {row_kept, d, scalar(c, 0, d)}), Value{}};
 }
 
 void causal_mask(GradCtx& c) {

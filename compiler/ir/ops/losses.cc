@@ -1,7 +1,8 @@
 // The losses of torch.nn.functional, as composite ops (OpInfo::expand): each is built from
 // elementwise ops and a reduction where it is called, so it fuses and differentiates as its
 // parts do, and its reference below, written apart, is what the expansion is checked
-// against (tests/conformance). cross_entropy is an op of its own (compiler/ir/ops/nn.cc).
+// against (tests/conformance). cross_entropy and nll_loss, the class-label losses, are in
+// compiler/ir/ops/losses_class.cc.
 //
 // The input and the target must have one shape: PyTorch broadcasts a target [B] against an
 // input [B, 1] with a warning, and the resulting [B, B] loss is almost always a bug.
@@ -225,6 +226,85 @@ void def_loss(OpRegistry& r, OpKind k, std::string sig, LossFn ref, ExpandFn exp
       .summary(std::move(summary));
 }
 
+// ---- cosine_embedding_loss: 1 - cos(x1, x2) where y = 1, max(0, cos - margin) where y = -1 ----
+
+// x1, x2 [..., D] of one float type, y [...] of that type or i32; [...] for "none".
+void infer_cosine_embedding(InferCtx& ctx) {
+  const TensorType& a = ctx.input(0);
+  const TensorType& b = ctx.input(1);
+  const TensorType& y = ctx.input(2);
+  if (!is_float(a.dtype) || a.rank() == 0)
+    return ctx.fail("cosine_embedding_loss expects float vectors [..., D] (the last axis is the vector), got " + a.str(), 0);
+  if (b != a) return ctx.fail(fmt::format("cosine_embedding_loss: input2 {} must have input1's type {}", b.str(), a.str()), 1);
+  const Shape pairs(a.shape.begin(), a.shape.end() - 1);
+  if ((y.dtype != a.dtype && y.dtype != DType::I32) || y.shape != pairs)
+    return ctx.fail(fmt::format("cosine_embedding_loss: the target must be {} (1 or -1 per pair; or i32), got {}",
+                                TensorType{a.dtype, pairs}.str(), y.str()), 2);
+  const std::string& r = ctx.attrs.s("reduction");
+  if (!valid_reduction(r, false))
+    return ctx.fail_attr(fmt::format("cosine_embedding_loss: reduction \"{}\" is not one of \"mean\", \"sum\", \"none\"", r),
+                         "reduction");
+  ctx.out = {TensorType{a.dtype, r == "none" ? pairs : Shape{}}};
+}
+
+// PyTorch's: the squared norms each plus 1e-12 (so that a zero vector gives cos 0, not NaN).
+constexpr double kCosEps = 1e-12;
+
+Value expand_cosine_embedding(ExpandCtx& x) {
+  const int64_t last = static_cast<int64_t>(x.type(x.input(0)).rank()) - 1;
+  auto dot = [&](Value a, Value b) { return x.op(OpKind::Sum, {x.op(OpKind::Mul, {a, b})}, {{"axes", Ints{last}}}); };
+  const Value a = x.input(0), b = x.input(1);
+  const Value na = x.op(OpKind::Add, {dot(a, a), num(x, kCosEps)}), nb = x.op(OpKind::Add, {dot(b, b), num(x, kCosEps)});
+  const Value cos = x.op(OpKind::Div, {dot(a, b), x.op(OpKind::Sqrt, {x.op(OpKind::Mul, {na, nb})})});
+  Value y = x.input(2);
+  if (x.type(y).dtype != x.out.dtype) y = x.op(OpKind::Cast, {y}, {{"dtype", x.out.dtype}});
+  const Value zero = num(x, 0);
+  const Value pos = x.op(OpKind::Where, {x.op(OpKind::Eq, {y, num(x, 1)}), x.op(OpKind::Sub, {num(x, 1), cos}), zero});
+  const Value hinge = x.op(OpKind::Maximum, {x.op(OpKind::Sub, {cos, num(x, x.attrs.f("margin"))}), zero});
+  const Value neg = x.op(OpKind::Where, {x.op(OpKind::Eq, {y, num(x, -1)}), hinge, zero});
+  return reduce(x, x.op(OpKind::Add, {pos, neg}));
+}
+
+void ref_cosine_embedding(RefCtx& c) {
+  const RefTensor& a = c.input(0);
+  const RefTensor& b = c.input(1);
+  const RefTensor& y = c.input(2);
+  const int64_t D = a.shape.back(), pairs = y.numel();
+  const std::string& r = c.attrs().s("reduction");
+  double total = 0;
+  for (int64_t i = 0; i < pairs; ++i) {
+    double ab = 0, aa = kCosEps, bb = kCosEps;
+    for (int64_t k = 0; k < D; ++k) {
+      ab += a[i * D + k] * b[i * D + k];
+      aa += a[i * D + k] * a[i * D + k];
+      bb += b[i * D + k] * b[i * D + k];
+    }
+    const double cos = ab / std::sqrt(aa * bb);
+    const double h = cos - c.attrs().f("margin");
+    const double hinge = std::isnan(h) || h > 0 ? h : 0.0;  // as torch's clamp_min: NaN stays NaN
+    const double v = y[i] == 1 ? 1 - cos : y[i] == -1 ? hinge : 0.0;
+    if (r == "none") c.out[0][i] = v;
+    total += v;
+  }
+  if (r != "none") c.out[0][0] = r == "mean" ? total / static_cast<double>(pairs) : total;
+}
+
+std::vector<OpExample> cosine_embedding_examples(ExampleRng& rng) {
+  const char* reductions[] = {"mean", "sum", "none"};
+  return examples::calls(6, [&](int rep, OpExample& e) {
+    std::vector<int64_t> s = examples::shape(rng, 1, 3);
+    std::vector<int64_t> pairs(s.begin(), s.end() - 1);
+    RefTensor y = examples::values(rng, DType::F32, pairs, Domain{0, 1, 1});
+    for (double& v : y.data) v = v > 0 ? 1 : -1;
+    if (rep == 5) y = examples::values(rng, DType::I32, pairs, Domain{-1, 1, 2});
+    e.inputs = {examples::values(rng, DType::F32, s, Domain{-2, 2}), examples::values(rng, DType::F32, s, Domain{-2, 2}), y};
+    e.attrs.set("reduction", std::string(reductions[rep % 3]));
+    e.attrs.set("margin", rep < 2 ? 0.0 : 0.1 * static_cast<double>(examples::pick(rng, -5, 5)));
+    e.label = fmt::format("{} {}, margin {:.1f}{}", RefTensor(DType::F32, s).shape_str(), reductions[rep % 3],
+                          e.attrs.f("margin"), rep == 5 ? ", i32 target" : "");
+  });
+}
+
 }  // namespace
 
 void register_loss_ops(OpRegistry& r) {
@@ -251,6 +331,12 @@ void register_loss_ops(OpRegistry& r) {
            "target (log target - input) for log-probabilities input (log_target: target is log-probabilities too); "
            "t log t is 0 where t is 0; reduction also \"batchmean\" (the KL divergence: the sum over the batch size)",
            true);
+  r.def(OpKind::CosineEmbeddingLoss)
+      .signature("input1: tensor, input2: tensor, target: tensor, margin: float = 0.0, reduction: str = \"mean\"")
+      .infer(infer_cosine_embedding).reference(ref_cosine_embedding).composite(expand_cosine_embedding)
+      .examples(cosine_embedding_examples)
+      .summary("1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1, 0 elsewhere; cos over "
+               "the last axis with PyTorch's 1e-12 on each squared norm; reduced");
 }
 
 }  // namespace modelc

@@ -190,18 +190,22 @@ void ref_embedding(RefCtx& c) {
 void ref_cross_entropy(RefCtx& c) {
   const RefTensor& logits = c.input(0);
   const RefTensor& targets = c.input(1);
-  int64_t classes = logits.shape.back();
+  const int64_t classes = logits.shape.back(), ignore = c.attrs().i("ignore_index");
   double total = 0;
+  int64_t counted = 0;
   for (int64_t pos = 0; pos < targets.numel(); ++pos) {
     auto t = static_cast<int64_t>(targets[pos]);
+    if (t == ignore) continue;
     if (t < 0 || t >= classes)
-      throw UserError(fmt::format("cross_entropy: target {} is out of range for {} classes", t, classes));
+      throw UserError(fmt::format("cross_entropy: target {} is out of range for {} classes (and is not the ignored "
+                                  "index {})", t, classes, ignore));
     int64_t base = pos * classes;
     auto [m, s] = max_and_sum_exp(logits, base, 1, classes);
     total += (m - logits[base + t]) + std::log(s);
+    ++counted;
   }
-  // The mean over positions; no positions give 0/0 = nan, as in PyTorch.
-  c.out[0][0] = total / static_cast<double>(targets.numel());
+  // The mean over the positions not ignored; none give 0/0 = nan, as in PyTorch.
+  c.out[0][0] = total / static_cast<double>(counted);
 }
 
 void ref_dropout(RefCtx& c) {
@@ -300,6 +304,21 @@ std::vector<OpExample> cross_entropy_examples(ExampleRng& rng) {
     out.push_back(call(fmt::format("{} classes", C),
                        {examples::values(rng, DType::F32, logits, Domain{-3, 3}), examples::ids(rng, pos, C)}));
   }
+  // Some targets ignored (the default -100, or a class: padding id 0), and all of them (NaN).
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<int64_t> pos = examples::shape(rng, 1, 2);
+    const int64_t C = pick(rng, 2, 6), ignore = rep == 1 ? 0 : -100;
+    std::vector<int64_t> logits = pos;
+    logits.push_back(C);
+    RefTensor t = examples::ids(rng, pos, C);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (rep == 2 || pick(rng, 0, 2) == 0) t.data[static_cast<size_t>(i)] = static_cast<double>(ignore);
+    Attrs a;
+    a.set("ignore_index", ignore);
+    out.push_back(call(fmt::format("{} classes, ignore_index {}{}", C, ignore, rep == 2 ? ", all ignored" : ""),
+                       {examples::values(rng, DType::F32, logits, Domain{-3, 3}), t}, a));
+    out.back().grad = rep != 2;  // the loss is NaN (0/0); its gradient is 0, as PyTorch's (tests/ir)
+  }
   return out;
 }
 
@@ -347,12 +366,14 @@ void register_nn_ops(OpRegistry& r) {
       .infer(infer_embedding).reference(ref_embedding).grad(grads::embedding).examples(embedding_examples)
       .index_operand({0, 1, 0, "", "rows of the table"})
       .summary("the rows of table [V,C] picked by i32 ids: [...] -> [...,C]");
-  r.def(OpKind::CrossEntropy).signature("logits: tensor, targets: tensor").fusion(FusionKind::Reduction)
-      .infer(infer_cross_entropy).reference(ref_cross_entropy).autocast(AutocastPolicy::F32)
-      .grad(grads::cross_entropy).examples(cross_entropy_examples)
-      .index_operand({1, 0, -1, "", "classes (the last dim of the logits)"})
-      .summary("the mean over positions of -log_softmax(logits)[target] as an f32 scalar; targets are i32 "
-               "with the shape of logits less its last axis");
+  // The one-kernel form of cross_entropy (the composite in compiler/ir/ops/losses.cc lowers
+  // to it when there is no weight, no label smoothing and the mean is asked for).
+  r.def(OpKind::CrossEntropy).internal().signature("logits: tensor, targets: tensor, ignore_index: int = -100")
+      .fusion(FusionKind::Reduction).infer(infer_cross_entropy).reference(ref_cross_entropy)
+      .autocast(AutocastPolicy::F32).grad(grads::cross_entropy).examples(cross_entropy_examples)
+      .index_operand({1, 0, -1, "", "classes (the last dim of the logits)", "ignore_index"})
+      .summary("the mean over the positions whose target is not ignore_index of -log_softmax(logits)[target], as "
+               "an f32 scalar; targets are i32 with the shape of logits less its last axis");
   r.def(OpKind::Dropout).signature("x: tensor, p: float = 0.1").fusion(FusionKind::Elementwise)
       .infer(infer_dropout).reference(ref_dropout).grad(grads::dropout).examples(dropout_examples)
       .summary("in training, zeroes each element with probability p and scales the rest by 1/(1-p); the identity "

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "runtime/session/data/file_io.h"
 #include "runtime/base/philox.h"
@@ -184,8 +185,8 @@ namespace {
 
 // The first value of `ex` outside [0, limit) that `input` would take, described with its
 // place in the file; "" when there is none.
-std::string first_bad_index(const Examples& ex, bool labels, int64_t limit) {
-  auto bad = [&](int32_t v) { return v < 0 || v >= limit; };
+std::string first_bad_index(const Examples& ex, bool labels, int64_t limit, std::optional<int64_t> ignore) {
+  auto bad = [&](int32_t v) { return (v < 0 || v >= limit) && !(ignore && v == *ignore); };
   if (ex.context == 0) {
     if (!labels || ex.label_type != ElemType::I32) return "";  // dense features and targets are f32, never indices
     for (int64_t i = 0; i < ex.count; ++i) {
@@ -223,11 +224,18 @@ void Dataset::check_indices(const Program& p, const std::string& input, bool lab
   if (!tight) return;
   const int64_t limit = tight->index_limit;
   const std::string& note = tight->index_note;
+  // A value every limited feed ignores (cross_entropy's ignore_index) is accepted.
+  std::optional<int64_t> ignore = tight->index_ignore;
+  for (const Function& f : p.functions)
+    for (const Feed& fd : f.feeds)
+      if (const BufferDesc& d = p.buffers.at(fd.buffer); fd.name == input && d.index_limit > 0 && d.index_ignore != ignore)
+        ignore.reset();
+  const std::string also = ignore ? fmt::format(" (or {}, the ignored index)", *ignore) : "";
   for (const Examples* ex : {train_.get(), heldout_ != train_ ? heldout_.get() : nullptr}) {
     if (!ex) continue;  // one source, split: checked once
-    std::string bad = first_bad_index(*ex, labels, limit);
+    std::string bad = first_bad_index(*ex, labels, limit, ignore);
     if (!bad.empty())
-      throw DataError(fmt::format("{}, but input '{}' takes values in [0, {}): {}", bad, input, limit, note));
+      throw DataError(fmt::format("{}, but input '{}' takes values in [0, {}){}: {}", bad, input, limit, also, note));
   }
 }
 

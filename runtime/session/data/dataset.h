@@ -75,8 +75,9 @@ class Dataset {
   // Throws DataError unless every label (labels) or every feature value (an i32 source's
   // token ids) of both splits lies in [0, limit) for the program's `input`, the tightest
   // index limit of the buffers fed by that name (rt::BufferDesc::index_limit; none: no
-  // check). The error names the file, the example (a line, an item, a byte or token
-  // offset), the value, the input and where the limit is declared.
+  // check), or is the ignored index every such buffer accepts (BufferDesc::index_ignore).
+  // The error names the file, the example (a line, an item, a byte or token offset), the
+  // value, the input and where the limit is declared.
   void check_indices(const Program& p, const std::string& input, bool labels) const;
 
   // Fills `features` [n, example_shape...] and `labels` [n, label_shape...] with the split's

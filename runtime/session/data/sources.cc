@@ -244,8 +244,11 @@ Examples load_csv(const std::string& path, int64_t label_column, bool header, El
                                       c.col, shown(c.a, c.z), kMaxF32));
         ex.targets.push_back(static_cast<float>(c.v));
       } else if (i == label_col) {
-        if (c.v != std::floor(c.v) || c.v < 0 || c.v > 2147483647.0)
-          throw DataError(fmt::format("{}:{}:{}: label '{}' is not a non-negative integer", path, line, c.col, shown(c.a, c.z)));
+        // Negative labels are read (cross_entropy's ignore_index is -100 by default); the
+        // model's index limits then say which values it takes (Dataset::check_indices).
+        if (c.v != std::floor(c.v) || c.v < -2147483648.0 || c.v > 2147483647.0)
+          throw DataError(fmt::format("{}:{}:{}: label '{}' is not an integer class label (an i32)", path, line, c.col,
+                                      shown(c.a, c.z)));
         ex.labels.push_back(static_cast<int32_t>(c.v));
       } else if (std::fabs(c.v) > kMaxF32) {  // features are f32: the value would become infinite
         throw DataError(fmt::format("{}:{}:{}: field {} '{}' is too large for f32 (at most {:g} in magnitude)", path, line,
