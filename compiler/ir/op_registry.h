@@ -322,6 +322,9 @@ void register_conv_ops(OpRegistry& r);
 void register_grad_ops(OpRegistry& r);  // one_hot and the ops gradients are built from
 void register_loss_ops(OpRegistry& r);  // composites: mse_loss, bce_with_logits, ...
 void register_class_loss_ops(OpRegistry& r);  // composites: cross_entropy, nll_loss; index_check
+// The class losses' references refuse a target outside [0, classes) that is not `ignore`
+// (a UserError naming `op`); compiler/ir/ops/losses_class.cc.
+void check_class_target(std::string_view op, int64_t target, int64_t classes, int64_t ignore);
 void register_composite_ops(OpRegistry& r);  // composites: var, logsumexp, squeeze, clamp, ...
 
 }  // namespace modelc

@@ -89,6 +89,12 @@ struct BufferDesc {
   std::string where;
 };
 
+// Whether an index input with `limit` and ignored value `ignore` takes the value v (the one
+// rule of the session's and the data sets' checks).
+inline bool index_accepted(int64_t v, int64_t limit, std::optional<int64_t> ignore) {
+  return (v >= 0 && v < limit) || (ignore && v == *ignore);
+}
+
 // The ABI of every host kernel: process work items [begin, end) of the kernel's extent.
 // `buffers` are the instruction's inputs then outputs (data pointers); `sizes` is the
 // instruction's size table evaluated under the current symbol values.

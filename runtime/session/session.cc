@@ -186,7 +186,7 @@ void check_indices(const std::string& fn, const BufferDesc& d, const HostTensor&
   if (d.index_limit <= 0 || t.type != ElemType::I32 || t.bytes.size() < static_cast<size_t>(t.numel()) * 4) return;
   const int32_t* v = t.i32();
   for (int64_t i = 0; i < t.numel(); ++i) {
-    if ((v[i] >= 0 && v[i] < d.index_limit) || (d.index_ignore && v[i] == *d.index_ignore)) continue;
+    if (index_accepted(v[i], d.index_limit, d.index_ignore)) continue;
     std::vector<int64_t> at(t.shape.size());
     for (size_t k = t.shape.size(), rest = static_cast<size_t>(i); k-- > 0;) {
       const auto n = static_cast<size_t>(std::max<int64_t>(t.shape[k], 1));

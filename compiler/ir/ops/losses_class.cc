@@ -44,12 +44,7 @@ void infer_index_check(InferCtx& ctx) {
 void ref_index_check(RefCtx& c) {
   const RefTensor& t = c.input(0);
   const int64_t limit = c.attrs().i("limit"), ignore = c.attrs().i("ignore_index");
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const auto v = static_cast<int64_t>(t[i]);
-    if (v != ignore && (v < 0 || v >= limit))
-      throw UserError(fmt::format("{}: target {} is out of range for {} classes (and is not the ignored index {})",
-                                  c.attrs().s("of"), v, limit, ignore));
-  }
+  for (int64_t i = 0; i < t.numel(); ++i) check_class_target(c.attrs().s("of"), static_cast<int64_t>(t[i]), limit, ignore);
   c.out[0].data = t.data;
 }
 
@@ -208,10 +203,8 @@ void ref_class_loss(RefCtx& c, std::string_view name, bool logits) {
       den += 1;
     } else {
       const auto ti = static_cast<int64_t>(t[i]);
+      check_class_target(name, ti, C, ignore);
       if (ti != ignore) {
-        if (ti < 0 || ti >= C)
-          throw UserError(fmt::format("{}: target {} is out of range for {} classes (and is not the ignored index {})",
-                                      name, ti, C, ignore));
         loss = -wc(ti) * logp[static_cast<size_t>(ti)];
         if (eps > 0) {  // as torch: no smoothing term at all without smoothing (a NaN weight elsewhere stays out)
           double smooth = 0;
@@ -261,6 +254,12 @@ ExampleFn class_loss_examples(bool logits) {
 }
 
 }  // namespace
+
+void check_class_target(std::string_view op, int64_t t, int64_t classes, int64_t ignore) {
+  if (t != ignore && (t < 0 || t >= classes))
+    throw UserError(fmt::format("{}: target {} is out of range for {} classes (and is not the ignored index {})", op, t,
+                                classes, ignore));
+}
 
 void register_class_loss_ops(OpRegistry& r) {
   r.def(OpKind::IndexCheck).internal().signature("ids: tensor, limit: int, ignore_index: int = -100, of: str = \"\"")

@@ -195,10 +195,8 @@ void ref_cross_entropy(RefCtx& c) {
   int64_t counted = 0;
   for (int64_t pos = 0; pos < targets.numel(); ++pos) {
     auto t = static_cast<int64_t>(targets[pos]);
+    check_class_target("cross_entropy", t, classes, ignore);
     if (t == ignore) continue;
-    if (t < 0 || t >= classes)
-      throw UserError(fmt::format("cross_entropy: target {} is out of range for {} classes (and is not the ignored "
-                                  "index {})", t, classes, ignore));
     int64_t base = pos * classes;
     auto [m, s] = max_and_sum_exp(logits, base, 1, classes);
     total += (m - logits[base + t]) + std::log(s);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <vector>
 
 #include "runtime/session/data/file_io.h"
 #include "runtime/base/philox.h"
@@ -186,7 +187,7 @@ namespace {
 // The first value of `ex` outside [0, limit) that `input` would take, described with its
 // place in the file; "" when there is none.
 std::string first_bad_index(const Examples& ex, bool labels, int64_t limit, std::optional<int64_t> ignore) {
-  auto bad = [&](int32_t v) { return (v < 0 || v >= limit) && !(ignore && v == *ignore); };
+  auto bad = [&](int32_t v) { return !index_accepted(v, limit, ignore); };
   if (ex.context == 0) {
     if (!labels || ex.label_type != ElemType::I32) return "";  // dense features and targets are f32, never indices
     for (int64_t i = 0; i < ex.count; ++i) {
@@ -215,21 +216,21 @@ std::string first_bad_index(const Examples& ex, bool labels, int64_t limit, std:
 }  // namespace
 
 void Dataset::check_indices(const Program& p, const std::string& input, bool labels) const {
-  const BufferDesc* tight = nullptr;
+  // The tightest limit of the feeds of `input`, and the value they all ignore (cross_entropy's
+  // ignore_index), if they agree on one.
+  std::vector<const BufferDesc*> limited;
   for (const Function& f : p.functions)
     for (const Feed& fd : f.feeds)
-      if (const BufferDesc& d = p.buffers.at(fd.buffer);
-          fd.name == input && d.index_limit > 0 && (!tight || d.index_limit < tight->index_limit))
-        tight = &d;
-  if (!tight) return;
+      if (const BufferDesc& d = p.buffers.at(fd.buffer); fd.name == input && d.index_limit > 0) limited.push_back(&d);
+  if (limited.empty()) return;
+  const BufferDesc* tight = *std::min_element(limited.begin(), limited.end(), [](const BufferDesc* a, const BufferDesc* b) {
+    return a->index_limit < b->index_limit;
+  });
   const int64_t limit = tight->index_limit;
   const std::string& note = tight->index_note;
-  // A value every limited feed ignores (cross_entropy's ignore_index) is accepted.
   std::optional<int64_t> ignore = tight->index_ignore;
-  for (const Function& f : p.functions)
-    for (const Feed& fd : f.feeds)
-      if (const BufferDesc& d = p.buffers.at(fd.buffer); fd.name == input && d.index_limit > 0 && d.index_ignore != ignore)
-        ignore.reset();
+  for (const BufferDesc* d : limited)
+    if (d->index_ignore != ignore) ignore.reset();
   const std::string also = ignore ? fmt::format(" (or {}, the ignored index)", *ignore) : "";
   for (const Examples* ex : {train_.get(), heldout_ != train_ ? heldout_.get() : nullptr}) {
     if (!ex) continue;  // one source, split: checked once
