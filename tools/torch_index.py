@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Writes tests/ir/torch_index.txt: PyTorch's values (torch.float64) of the index ops and
-reductions of tests/ir/test_ops_index.cc (argmax, argmin, prod and its gradient, ...), on
-edge cases (ties, negative axes, zeros) and random values.
+reductions of tests/grad/test_torch_index.cc (argmax, argmin, prod, gather, scatter_add,
+topk, arange, and conv1d, conv_transpose2d and bilinear upsampling, with gradients), on
+edge cases (ties, negative axes, zeros, NaN) and random values.
 Run it again after changing the cases: python3 tools/torch_index.py > tests/ir/torch_index.txt
 
 A line is the op, then its attributes as @name=value (an int, 0/1 for a bool, or a list
 a,b,c), then tensors as NAME:SHAPE (extents joined by commas, empty for a scalar) followed
-by their values: the inputs, `want` (PyTorch's result), `w` (weights, when given: the loss is sum(result * w), else
-sum(result)) and, for a differentiable op, `grad` (the gradient of the loss with respect to
-the first input) and `grad2` (with respect to the third, scatter_add's src).
+by their values: the inputs (`index...` ones are integers), `want` (PyTorch's result),
+`want2` (its second: topk's indices), `w` (weights, when given: the loss is
+sum(result * w), else sum(result); a NaN in the result counts 0) and, for a differentiable
+op, `grad` (the gradient of the loss with respect to the first input) and `gradK` (with
+respect to input K: a convolution's weight, scatter_add's src).
 """
 import random
 import struct
@@ -59,15 +62,17 @@ def attr(name, v):
     return f"@{name}={v}"
 
 
-def emit(op, attrs, inputs, want, grad=None, grad2=None, w=None):
+def emit(op, attrs, inputs, want, grad=None, grad2=None, w=None, want2=None, grad_at=2):
     parts = [op] + [attr(k, v) for k, v in attrs.items()] + [tensor(k, v) for k, v in inputs]
     parts.append(tensor("want", want))
+    if want2 is not None:
+        parts.append(tensor("want2", want2))
     if w is not None:
         parts.append(tensor("w", w))
     if grad is not None:
         parts.append(tensor("grad", grad))
     if grad2 is not None:
-        parts.append(tensor("grad2", grad2))
+        parts.append(tensor(f"grad{grad_at}", grad2))
     print(" ".join(parts))
 
 
@@ -118,6 +123,96 @@ def prods():
             emit("prod", {"axes": axes, "keepdims": keep}, [("x", x.detach())], y.detach(), x.grad)
 
 
+def gathers():
+    cases = [([3, 4], 1, [3, 2]), ([3, 4], 0, [2, 4]), ([3, 4], -1, [2, 3]), ([2, 3, 4], 1, [2, 5, 4]),
+             ([2, 3, 4], 2, [1, 2, 6]), ([5], 0, [7])]
+    for shape, axis, ishape in cases:
+        x = T(rnd(shape, -2, 2), shape).requires_grad_(True)
+        n = shape[axis]
+        index = torch.tensor([random.randrange(n) for _ in range(numel(ishape))]).reshape(ishape)
+        y = torch.gather(x, axis, index)
+        w = T(rnd(ishape, -1, 1), ishape)
+        (y * w).sum().backward()
+        emit("gather", {"axis": axis}, [("x", x.detach()), ("index", index.double())], y.detach(), x.grad, w=w)
+
+
+def scatters():
+    cases = [([3, 5], 1, [3, 4], [3, 4]), ([3, 5], 0, [6, 5], [6, 5]), ([4, 3], 1, [2, 5], [2, 5]),
+             ([2, 3, 4], -1, [2, 3, 6], [2, 3, 6]), ([6], 0, [9], [9])]  # (torch refuses the gradient of a src larger than the index)
+    for shape, axis, ishape, sshape in cases:
+        x = T(rnd(shape, -2, 2), shape).requires_grad_(True)
+        src = T(rnd(sshape, -2, 2), sshape).requires_grad_(True)
+        n = shape[axis]
+        index = torch.tensor([random.randrange(n) for _ in range(numel(ishape))]).reshape(ishape)
+        y = x.scatter_add(axis, index, src)
+        w = T(rnd(shape, -1, 1), shape)
+        (y * w).sum().backward()
+        emit("scatter_add", {"axis": axis}, [("x", x.detach()), ("index", index.double()), ("src", src.detach())],
+             y.detach(), x.grad, src.grad, w=w)
+
+
+def topks():
+    inf, nan = float("inf"), float("nan")
+    cases = [([6], [0.5, -1.0, 2.0, inf, -inf, 0.25], 3, -1), ([5], [1.0, nan, -2.0, 3.0, 0.0], 2, 0),
+             ([5], [1.0, nan, -2.0, 3.0, -inf], 5, 0)]
+    for shape, axis, k in (([3, 7], -1, 3), ([4, 5], 0, 2), ([2, 3, 6], 1, 3), ([2, 6], 1, 6)):
+        cases.append((shape, rnd(shape, -3, 3), k, axis))
+    for shape, v, k, axis in cases:
+        for largest in (True, False):
+            x = T(v, shape).requires_grad_(True)
+            vals, idx = torch.topk(x, k, dim=axis, largest=largest)
+            w = T(rnd(list(vals.shape), -1, 1), list(vals.shape))
+            (torch.where(torch.isnan(vals), 0.0, vals) * w).sum().backward()
+            emit("topk", {"k": k, "axis": axis, "largest": largest}, [("x", x.detach())], vals.detach(),
+                 x.grad, w=w, want2=idx.double())
+
+
+def aranges():
+    for end, start, step in ((5, 0, 1), (7.5, 1, 2), (-3, 2, -1), (1, 0, 0.25), (10, -4, 3)):
+        emit("arange", {"end": end, "start": start, "step": step}, [], torch.arange(start, end, step, dtype=torch.float64))
+
+
+def convs():
+    for n, c, l, o, k, stride, pad, dil, groups in ((2, 3, 7, 4, 3, 2, 1, 1, 1), (1, 4, 9, 6, 2, 1, 0, 2, 2),
+                                                    (2, 2, 5, 2, 5, 1, 2, 1, 2)):
+        x = T(rnd([n, c, l], -1, 1), [n, c, l]).requires_grad_(True)
+        w = T(rnd([o, c // groups, k], -1, 1), [o, c // groups, k]).requires_grad_(True)
+        b = T(rnd([o], -1, 1), [o])
+        y = torch.nn.functional.conv1d(x, w, b, stride, pad, dil, groups)
+        wt = T(rnd(list(y.shape), -1, 1), list(y.shape))
+        (y * wt).sum().backward()
+        emit("conv1d", {"stride": stride, "padding": pad, "dilation": dil, "groups": groups},
+             [("x", x.detach()), ("weight", w.detach()), ("bias", b)], y.detach(), x.grad, w.grad, w=wt, grad_at=1)
+    for n, c, h, wd, o, kh, kw, stride, pad, opad, dil, groups in (
+            (2, 4, 3, 3, 2, 3, 3, 2, 1, 1, 1, 2), (1, 3, 4, 2, 5, 2, 3, 1, 0, 0, 2, 1), (1, 2, 2, 3, 3, 3, 2, 3, 1, 2, 1, 1)):
+        x = T(rnd([n, c, h, wd], -1, 1), [n, c, h, wd]).requires_grad_(True)
+        w = T(rnd([c, o, kh, kw], -1, 1), [c, o, kh, kw]).requires_grad_(True)
+        b = T(rnd([o * groups], -1, 1), [o * groups])
+        y = torch.nn.functional.conv_transpose2d(x, w, b, stride, pad, opad, groups, dil)
+        wt = T(rnd(list(y.shape), -1, 1), list(y.shape))
+        (y * wt).sum().backward()
+        emit("conv_transpose2d", {"stride": [stride], "padding": [pad], "output_padding": [opad], "dilation": [dil],
+                                  "groups": groups},
+             [("x", x.detach()), ("weight", w.detach()), ("bias", b)], y.detach(), x.grad, w.grad, w=wt, grad_at=1)
+
+
+def upsamples():
+    for shape, scale, align in (([1, 2, 3, 4], 2, False), ([2, 1, 3, 2], 3, False), ([1, 1, 4, 5], 2, True),
+                                ([1, 2, 1, 3], 3, True), ([1, 1, 2, 2], 1, False)):
+        x = T(rnd(shape, -2, 2), shape).requires_grad_(True)
+        y = torch.nn.functional.interpolate(x, scale_factor=scale, mode="bilinear", align_corners=align)
+        wt = T(rnd(list(y.shape), -1, 1), list(y.shape))
+        (y * wt).sum().backward()
+        emit("upsample", {"scale": scale, "mode": "bilinear", "align_corners": align}, [("x", x.detach())], y.detach(),
+             x.grad, w=wt)
+
+
 print("# Generated by tools/torch_index.py with torch", torch.__version__, "(float64); do not edit.")
 args()
 prods()
+gathers()
+scatters()
+topks()
+aranges()
+convs()
+upsamples()

@@ -1,6 +1,6 @@
 // Elementwise kernels: one output element per work item. The ops with a scalar definition
 // in the registry (with numpy broadcasting of their inputs), and the elementwise ops whose
-// body is not a scalar function of the inputs: cast, dropout (Philox), causal_mask, one_hot,
+// body is not a scalar function of the inputs: cast, dropout and rand_like (Philox), causal_mask, one_hot,
 // and broadcast_to (a read of its input under the same broadcasting, so that a broadcast
 // gradient such as mean's fuses into its consumer instead of being copied out).
 #include <limits>
@@ -106,12 +106,12 @@ std::pair<llvm::Value*, llvm::Value*> split64(llvm::IRBuilder<>& b, llvm::Value*
   return {b.CreateTrunc(v, b.getInt32Ty()), b.CreateTrunc(b.CreateLShr(v, 32), b.getInt32Ty())};
 }
 
-// dropout in training mode: keep when dropout_uniform(seed, key, step, i) >= p, scaled by
-// 1/(1-p). Seed and step come from the size table ($seed, $step); the site key is hoisted
-// out of the host loop by the optimiser (it depends on the seed only).
-llvm::Value* emit_dropout(CodeletBuilder& kb, const Node& n, llvm::Value* index, llvm::Value* x) {
+// The uniform in [0, 1) of element `index` of a keyed op (dropout, rand_like):
+// dropout_uniform(seed, key, step, index), as runtime/base/philox.h draws it. Seed and step
+// come from the size table ($seed, $step); the site key is hoisted out of the host loop by
+// the optimiser (it depends on the seed only).
+llvm::Value* emit_uniform(CodeletBuilder& kb, const Node& n, llvm::Value* index) {
   auto& b = kb.b;
-  double p = n.attrs.f("p");
   auto key = static_cast<uint64_t>(n.attrs.has("key") ? n.attrs.i("key") : 0);
   llvm::Value* seed = kb.size(rt::SizeExpr::symbol(kb.symbols.id("$seed")));
   llvm::Value* step = kb.size(rt::SizeExpr::symbol(kb.symbols.id("$step")));
@@ -121,8 +121,15 @@ llvm::Value* emit_dropout(CodeletBuilder& kb, const Node& n, llvm::Value* index,
   auto [ilo, ihi] = split64(b, index);
   auto [tlo, thi] = split64(b, step);
   llvm::Value* bits = philox(b, {ilo, ihi, tlo, thi}, {site[0], site[1]})[0];
-  llvm::Value* u = b.CreateFMul(b.CreateUIToFP(b.CreateLShr(bits, 8), b.getFloatTy()),
-                          llvm::ConstantFP::get(b.getFloatTy(), 1.0 / 16777216.0));
+  return b.CreateFMul(b.CreateUIToFP(b.CreateLShr(bits, 8), b.getFloatTy()),
+                      llvm::ConstantFP::get(b.getFloatTy(), 1.0 / 16777216.0));
+}
+
+// dropout in training mode: keep when the element's uniform is >= p, scaled by 1/(1-p).
+llvm::Value* emit_dropout(CodeletBuilder& kb, const Node& n, llvm::Value* index, llvm::Value* x) {
+  auto& b = kb.b;
+  double p = n.attrs.f("p");
+  llvm::Value* u = emit_uniform(kb, n, index);
   // The comparison in double, like the reference's float-vs-double p.
   llvm::Value* keep = b.CreateFCmpOGE(b.CreateFPExt(u, b.getDoubleTy()), llvm::ConstantFP::get(b.getDoubleTy(), p));
   llvm::Value* scaled = b.CreateFMul(x, llvm::ConstantFP::get(b.getFloatTy(), 1.0 / (1.0 - p)));
@@ -147,6 +154,7 @@ llvm::Value* elementwise_value(CodeletBuilder& kb, const Graph& g, const Node& n
     case OpKind::Cast: return kb.convert(read(0, i), out.dtype);
     case OpKind::BroadcastTo: return read(0, broadcast_offsets(kb, g, n, i)[0]);
     case OpKind::Dropout: return kb.training ? emit_dropout(kb, n, i, read(0, i)) : read(0, i);
+    case OpKind::RandLike: return emit_uniform(kb, n, i);  // x gives the shape only
     case OpKind::CausalMask: {
       // Key j is masked for query q when j > q + (Tk - Tq) (queries aligned to the last keys).
       const Shape& s = out.shape;

@@ -212,11 +212,13 @@ bool Sema::op_attrs(const OpInfo& op, const std::vector<const CallArg*>& bound, 
     if (!v) return false;
     attrs.set(p.name, std::move(*v));
   }
-  if (op.kind == OpKind::Dropout) {
-    // The mask's RNG stream is keyed by where the dropout sits in the model, so that a
-    // recomputation (and a re-compilation) draws the same mask.
+  if (op.keyed) {
+    // The op's RNG stream is keyed by where the call sits in the model, so that a
+    // recomputation (and a re-compilation) draws the same numbers. Dropout's keys are
+    // counted apart from the other draws', so that adding a rand_like keeps every mask.
     Frame& f = frames_.back();
-    std::string key_text = f.scope + "/dropout." + std::to_string(f.dropouts++);
+    std::string key_text = op.kind == OpKind::Dropout ? f.scope + "/dropout." + std::to_string(f.dropouts++)
+                                                      : f.scope + "/" + op.name + "." + std::to_string(f.draws++);
     uint64_t h = 1469598103934665603ull;
     for (unsigned char c : key_text) h = (h ^ c) * 1099511628211ull;
     attrs.set("key", static_cast<int64_t>(h >> 1));
@@ -293,9 +295,10 @@ SVal Sema::apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLo
   if (!op_attrs(op, bound, attrs)) return SVal::error();
   InferFailure why;
   std::optional<NodeId> id;
+  std::vector<Value> results;
   const size_t first = g_->nodes.size();  // a composite op adds several nodes
   try {
-    id = add_op(*g_, op.kind, inputs, std::move(attrs), loc, &why);
+    id = add_op(*g_, op.kind, inputs, std::move(attrs), loc, &why, &results);
   } catch (const DimOverflow& e) {
     diags_.error(loc, fmt::format("{} in '{}'", e.what(), op.name));
     return SVal::error();
@@ -308,11 +311,10 @@ SVal Sema::apply_op(const OpInfo& op, const std::vector<CallArg>& args, SourceLo
     Node& part = new_node_defaults(g_->nodes[k], loc);
     part.checkpoint = part.checkpoint || checkpoint;
   }
-  const Node& n = g_->nodes[*id];
-  if (n.outputs.size() == 1) return SVal::tensor(Value{*id, 0}, loc);
+  if (results.size() == 1) return SVal::tensor(results[0], loc);
   SVal tuple{SVal::Kind::Tuple};
   tuple.loc = loc;
-  for (uint32_t k = 0; k < n.outputs.size(); ++k) tuple.items.push_back(SVal::tensor(Value{*id, k}, loc));
+  for (const Value& v : results) tuple.items.push_back(SVal::tensor(v, loc));
   return tuple;
 }
 

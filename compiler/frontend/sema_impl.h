@@ -82,6 +82,7 @@ class Sema {
     // Names bound in one branch of an `if training` only, and which ("train" / "eval").
     std::map<std::string, std::pair<std::string, SourceLoc>> one_mode;
     int dropouts = 0;
+    int draws = 0;  // the other keyed calls (rand_like, randn_like)
     bool checkpoint = false;
     bool returned = false;
     SVal result;

@@ -228,6 +228,7 @@ OpRegistry::OpRegistry() {
   register_loss_ops(*this);
   register_class_loss_ops(*this);
   register_composite_ops(*this);
+  register_random_ops(*this);
   for (const OpInfo& op : ops_) {
     if (!op.infer || !op.reference)
       throw InternalError(fmt::format("op '{}' is registered without a shape rule or reference", op.name));
@@ -260,7 +261,7 @@ void apply_defaults(const OpInfo& op, Attrs& attrs) {
 }
 
 std::optional<NodeId> add_op(Graph& g, OpKind op, std::vector<Value> inputs, Attrs attrs,
-                             SourceLoc loc, InferFailure* error) {
+                             SourceLoc loc, InferFailure* error, std::vector<Value>* results) {
   const OpInfo& info = op_info(op);
   apply_defaults(info, attrs);
   InferCtx ctx{{}, attrs, {}, {}, -1, {}};
@@ -271,15 +272,22 @@ std::optional<NodeId> add_op(Graph& g, OpKind op, std::vector<Value> inputs, Att
     return std::nullopt;
   }
   if (info.math == MathKind::Composite) {
-    if (ctx.out.size() != 1) throw InternalError(fmt::format("composite op '{}' must have one result", info.name));
+    if (ctx.out.empty()) throw InternalError(fmt::format("composite op '{}' has no result", info.name));
     const size_t first = g.nodes.size();
     ExpandCtx x{g, inputs, attrs, ctx.out[0], loc};
-    const Value v = info.expand(x);
-    if (v.index != 0 || v.node < first || v.node >= g.nodes.size() || g.node(v.node).outputs.size() != 1 ||
-        !(g.type(v) == ctx.out[0]))
-      throw InternalError(fmt::format("the expansion of '{}' does not end in a new node of type {}", info.name,
-                                      ctx.out[0].str()));
-    return v.node;
+    std::vector<Value> all{info.expand(x)};
+    all.insert(all.end(), x.more.begin(), x.more.end());
+    bool ok = all.size() == ctx.out.size();
+    for (size_t k = 0; ok && k < all.size(); ++k) {
+      const Value v = all[k];
+      ok = v.index == 0 && v.node >= first && v.node < g.nodes.size() && g.node(v.node).outputs.size() == 1 &&
+           g.type(v) == ctx.out[k];
+    }
+    if (!ok)
+      throw InternalError(fmt::format("the expansion of '{}' does not end in {} new node(s) of its result types", info.name,
+                                      ctx.out.size()));
+    if (results) *results = all;
+    return all[0].node;
   }
   Node n;
   n.op = op;
@@ -287,7 +295,12 @@ std::optional<NodeId> add_op(Graph& g, OpKind op, std::vector<Value> inputs, Att
   n.attrs = std::move(attrs);
   n.outputs = std::move(ctx.out);
   n.loc = loc;
-  return g.add(std::move(n));
+  const NodeId id = g.add(std::move(n));
+  if (results) {
+    results->clear();
+    for (uint32_t k = 0; k < g.node(id).outputs.size(); ++k) results->push_back(Value{id, k});
+  }
+  return id;
 }
 
 Value ExpandCtx::op(OpKind k, std::vector<Value> inputs, Attrs attrs) {

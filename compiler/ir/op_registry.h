@@ -27,7 +27,8 @@
 //              and infinities must propagate (`nonfinite`)
 //   summary    one line for `modelc --list-ops` and docs/ops.md
 //   expand     a composite op (MathKind::Composite: the losses, var, squeeze, ...) is built
-//              from other ops where it is called (add_op runs `expand`), so it never
+//              from other ops where it is called (add_op runs `expand`; one result, or
+//              several: ExpandCtx::more), so it never
 //              appears in a graph and its gradient is its parts'; its record keeps the
 //              signature, the shape rule (which checks the call and words the errors), a
 //              reference written apart (the oracle the expansion is checked against),
@@ -140,8 +141,11 @@ struct ExpandCtx {
   Graph& g;
   const std::vector<Value>& in;
   const Attrs& attrs;
-  const TensorType& out;
+  const TensorType& out;  // the first result's type
   SourceLoc loc;
+  // An op with several results (topk's values and indices): the expansion returns the
+  // first and leaves the others here, in order.
+  std::vector<Value> more = {};
 
   const Value& input(int i) const { return in.at(static_cast<size_t>(i)); }
   bool has_input(int i) const { return i < static_cast<int>(in.size()) && in[static_cast<size_t>(i)].valid(); }
@@ -231,6 +235,9 @@ struct OpInfo {
   // Every output element is a copy of an input element (reshape, transpose, slice, concat):
   // an index passed through such an op is still an index.
   bool moves_values = false;
+  // It draws random numbers (dropout, rand_like): sema gives each call an int attribute
+  // `key` from its place in the model, the Philox stream it draws from.
+  bool keyed = false;
   ExpandFn expand;                  // MathKind::Composite: how the call is built from other ops
 };
 
@@ -266,6 +273,7 @@ class OpRegistry {
     Builder& internal() { info_.callable = false; return *this; }
     Builder& index_operand(IndexOperand o) { info_.index_operands.push_back(std::move(o)); return *this; }
     Builder& moves_values() { info_.moves_values = true; return *this; }
+    Builder& keyed() { info_.keyed = true; return *this; }
     Builder& composite(ExpandFn f) { info_.expand = std::move(f); info_.math = MathKind::Composite; return *this; }
 
    private:
@@ -293,8 +301,10 @@ struct InferFailure {
   int input = -1;
   std::string attr;
 };
+// `results`, when given, receives every result of the call (a composite's may lie in
+// several nodes: topk's), as the node's outputs otherwise.
 std::optional<NodeId> add_op(Graph& g, OpKind op, std::vector<Value> inputs, Attrs attrs,
-                             SourceLoc loc = {}, InferFailure* error = nullptr);
+                             SourceLoc loc = {}, InferFailure* error = nullptr, std::vector<Value>* results = nullptr);
 
 // Helpers shared by the op families' shape rules.
 // Normalises axis (may be negative) against rank; false if out of range.
@@ -326,5 +336,6 @@ void register_class_loss_ops(OpRegistry& r);  // composites: cross_entropy, nll_
 // (a UserError naming `op`); compiler/ir/ops/losses_class.cc.
 void check_class_target(std::string_view op, int64_t target, int64_t classes, int64_t ignore);
 void register_composite_ops(OpRegistry& r);  // composites: var, logsumexp, squeeze, clamp, ...
+void register_random_ops(OpRegistry& r);     // rand_like, randn_like
 
 }  // namespace modelc

@@ -89,11 +89,12 @@ TEST(Conformance, GradientsMatchCentralDifferences) {
     SCOPED_TRACE(c.name());
     const auto inputs = rounded_inputs(c);
     Graph g = graph_of(c, inputs, false);
+    std::vector<Value> results;  // the call's results (unfused: as the op gives them)
+    for (const auto& o : g.outputs) results.push_back(o.value);
     g.outputs.clear();
     std::map<std::string, RefTensor> feeds = feeds_of(inputs);
     const InterpResult fwd = interpret(g, feeds, reference_options());
     Value total{};
-    const NodeId op = g.nodes.size() - 1;
     // A new input of the loss graph, fed `value`.
     auto add_input = [&](std::string name, TensorType type, RefTensor value) {
       Node n;
@@ -105,12 +106,12 @@ TEST(Conformance, GradientsMatchCentralDifferences) {
       feeds[g.node(id).name] = std::move(value);
       return id;
     };
-    for (uint32_t k = 0; k < g.node(op).outputs.size(); ++k) {
-      const TensorType t = g.node(op).outputs[k];
+    for (size_t k = 0; k < results.size(); ++k) {
+      const TensorType t = g.type(results[k]);
       if (!is_float(t.dtype)) continue;
       const NodeId rid = add_input("r" + std::to_string(k), TensorType{DType::F32, t.shape},
                                    random_tensor(DType::F32, concrete_shape(t.shape, {}), -1, 1));
-      Value out{op, k};
+      Value out = results[k];
       if (t.dtype != DType::F32) {
         Attrs a;
         a.set("dtype", DType::F32);
@@ -118,7 +119,7 @@ TEST(Conformance, GradientsMatchCentralDifferences) {
       }
       // Where the output is not finite (a causal mask's -inf) it is left out of the loss:
       // where(finite, out, 0), whose gradient there is 0.
-      const RefTensor& y = fwd.values.at(op).at(k);
+      const RefTensor& y = fwd.values.at(out.node).at(out.index);
       RefTensor finite(DType::Bool, y.shape);
       for (int64_t i = 0; i < y.numel(); ++i) finite[i] = std::isfinite(y[i]);
       const NodeId mid = add_input("finite" + std::to_string(k), TensorType{DType::Bool, t.shape}, std::move(finite));
@@ -328,8 +329,8 @@ TEST(Conformance, ValueMoversOnlyMoveValues) {
 }
 
 // (g) The composite's reference on the call's inputs, with the attributes its shape rule
-// canonicalised.
-RefTensor composite_reference(const Case& c, const std::vector<std::optional<RefTensor>>& inputs) {
+// canonicalised: every result.
+std::vector<RefTensor> composite_reference(const Case& c, const std::vector<std::optional<RefTensor>>& inputs) {
   Node n;
   n.op = c.op->kind;
   n.attrs = c.ex.attrs;
@@ -348,7 +349,7 @@ RefTensor composite_reference(const Case& c, const std::vector<std::optional<Ref
   const InterpOptions o = reference_options();
   RefCtx rc{n, std::move(in), out, o};
   c.op->reference(rc);
-  return out.at(0);
+  return out;
 }
 
 TEST(Conformance, CompositesMatchTheirReference) {
@@ -360,9 +361,12 @@ TEST(Conformance, CompositesMatchTheirReference) {
       auto inputs = rounded_inputs(c);
       if (specials && !inject_specials(inputs)) continue;
       Graph g = graph_of(c, inputs, false);
-      const RefTensor want = composite_reference(c, inputs);
-      const RefTensor got = interpret(g, feeds_of(inputs), reference_options()).outputs.at("out0");
-      expect_close(got, want, input_scale(inputs), "the expansion");
+      const std::vector<RefTensor> want = composite_reference(c, inputs);
+      const InterpResult got = interpret(g, feeds_of(inputs), reference_options());
+      ASSERT_EQ(got.outputs.size(), want.size());
+      for (size_t k = 0; k < want.size(); ++k)
+        expect_close(got.outputs.at("out" + std::to_string(k)), want[k], input_scale(inputs),
+                     "the expansion's result " + std::to_string(k));
       ++checked;
     }
   }

@@ -1,4 +1,5 @@
-// The index ops and reductions of issue 10 (argmax, argmin, prod, ...) against PyTorch's own
+// The index ops and reductions (argmax, argmin, prod, gather, scatter_add, topk, arange) and
+// conv1d, conv_transpose2d and bilinear upsampling against PyTorch's own
 // numbers (tests/ir/torch_index.txt, written by tools/torch_index.py in torch.float64):
 // values and, for the differentiable ones, the gradient of the sum of the result. The
 // graphs are the ones a call builds (a composite's expansion), run by the reference
@@ -27,7 +28,8 @@ struct TorchCase {
   std::string line, op;
   Attrs attrs;
   std::vector<Named> inputs;
-  std::optional<RefTensor> want, grad;
+  std::optional<RefTensor> want, want2, w;
+  std::map<size_t, RefTensor> grads;  // by input: `grad` is input 0's, `gradK` input K's
 };
 
 Ints ints_of(const std::string& text) {
@@ -49,6 +51,7 @@ void parse_attr(const OpInfo& op, const std::string& tok, Attrs& a) {
     else if (p.kind == ParamKind::Bool) a.set(name, value != "0");
     else if (p.kind == ParamKind::Float) a.set(name, std::stod(value));
     else if (p.kind == ParamKind::DType) a.set(name, *parse_dtype(value));
+    else if (p.kind == ParamKind::Str) a.set(name, value);
     else a.set(name, static_cast<int64_t>(std::stoll(value)));
     return;
   }
@@ -80,10 +83,12 @@ std::vector<TorchCase> torch_cases() {
         const std::string name = tok.substr(0, colon);
         std::vector<int64_t> shape;
         for (int64_t d : ints_of(tok.substr(colon + 1))) shape.push_back(d);
-        RefTensor t(name == "index" ? DType::I32 : DType::F32, shape);
+        RefTensor t(name.rfind("index", 0) == 0 ? DType::I32 : DType::F32, shape);
         t.data.clear();
         if (name == "want") cur = &c.want.emplace(std::move(t));
-        else if (name == "grad") cur = &c.grad.emplace(std::move(t));
+        else if (name == "want2") cur = &c.want2.emplace(std::move(t));
+        else if (name == "w") cur = &c.w.emplace(std::move(t));
+        else if (name.rfind("grad", 0) == 0) cur = &(c.grads[name == "grad" ? 0 : std::stoul(name.substr(4))] = std::move(t));
         else cur = &c.inputs.emplace_back(Named{name, std::move(t)}).t;
       } else {
         cur->data.push_back(std::stod(tok));
@@ -106,15 +111,36 @@ void expect_matches(const RefTensor& got, const RefTensor& want, const std::stri
   }
 }
 
-// The gradient of sum(result) with respect to the first input, through the call's graph.
-RefTensor grad_of_sum(const OneOp& o, const std::vector<RefTensor>& in) {
+// The gradient of sum(result * w) (sum(result) without weights; a NaN result counts 0, as
+// the generator's where) with respect to input `at`, through the call's graph.
+RefTensor grad_of_sum(const OneOp& o, const std::vector<RefTensor>& in, const std::optional<RefTensor>& w, size_t at) {
   Graph g = o.g;
-  const std::optional<NodeId> loss = add_op(g, OpKind::Sum, {g.outputs.at(0).value}, {});
-  EXPECT_TRUE(loss.has_value());
-  const std::vector<Value> grads = append_gradients(g, Value{*loss, 0}, {Value{g.inputs.at(0), 0}});
-  g.outputs = {{"grad", grads.at(0), {}}};
+  Value y = g.outputs.at(0).value;
   std::map<std::string, RefTensor> feeds;
   for (size_t k = 0; k < in.size(); ++k) feeds["in" + std::to_string(k)] = in[k];
+  auto op = [&](OpKind k, std::vector<Value> ins) {
+    const std::optional<NodeId> id = add_op(g, k, std::move(ins), {});
+    EXPECT_TRUE(id.has_value());
+    return Value{*id, 0};
+  };
+  if (w) {
+    Node n;
+    n.op = OpKind::Input;
+    n.name = "w";
+    n.outputs = {type_of(*w)};
+    const Value wv{g.add(std::move(n)), 0};
+    g.inputs.push_back(wv.node);
+    feeds["w"] = *w;
+    Node zero;
+    zero.op = OpKind::Constant;
+    zero.attrs.set("value", 0.0);
+    zero.outputs = {TensorType{DType::F32, {}}};
+    const Value z{g.add(std::move(zero)), 0};
+    y = op(OpKind::Mul, {op(OpKind::Where, {op(OpKind::Ne, {y, y}), z, y}), wv});
+  }
+  const Value loss = op(OpKind::Sum, {y});
+  const std::vector<Value> grads = append_gradients(g, loss, {Value{g.inputs.at(at), 0}});
+  g.outputs = {{"grad", grads.at(0), {}}};
   return interpret(g, feeds, {}).outputs.at("grad");
 }
 
@@ -133,11 +159,19 @@ TEST(TorchIndex, OpsAreWhatPyTorchComputes) {
     const OneOp o = build_op(OpRegistry::get().find(c.op)->kind, types, c.attrs);
     ASSERT_FALSE(o.error) << o.error->message;
     ASSERT_TRUE(c.want.has_value());
-    expect_matches(run_op(o, in)[0], *c.want, c.op);
-    if (c.grad) expect_matches(grad_of_sum(o, in), *c.grad, c.op + " gradient");
+    const std::vector<RefTensor> got = run_op(o, in);
+    expect_matches(got[0], *c.want, c.op);
+    if (c.want2) {
+      ASSERT_GT(got.size(), 1u);
+      expect_matches(got[1], *c.want2, c.op + " result 2");
+    }
+    for (const auto& [at, want] : c.grads)
+      expect_matches(grad_of_sum(o, in, c.w, at), want, fmt::format("{} gradient of input {}", c.op, at));
     ops.insert(c.op);
   }
-  for (const char* op : {"argmax", "argmin", "prod"}) EXPECT_TRUE(ops.count(op)) << op << " has no PyTorch case";
+  for (const char* op : {"argmax", "argmin", "prod", "gather", "scatter_add", "topk", "arange", "conv1d",
+                         "conv_transpose2d", "upsample"})
+    EXPECT_TRUE(ops.count(op)) << op << " has no PyTorch case";
 }
 
 TEST(TorchIndex, ShapeRulesRefuseBadCalls) {

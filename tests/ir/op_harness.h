@@ -64,11 +64,11 @@ inline OneOp build_op(OpKind op, const std::vector<std::optional<TensorType>>& i
     ins.push_back(Value{id, 0});
   }
   InferFailure f;
-  auto id = add_op(r.g, op, ins, std::move(attrs), {}, &f);
+  std::vector<Value> results;  // a composite's may lie in several nodes (topk's)
+  auto id = add_op(r.g, op, ins, std::move(attrs), {}, &f, &results);
   if (!id) { r.error = f; return r; }
   r.node = *id;
-  for (uint32_t k = 0; k < r.g.node(*id).outputs.size(); ++k)
-    r.g.outputs.push_back({"out" + std::to_string(k), Value{*id, k}, {}});
+  for (size_t k = 0; k < results.size(); ++k) r.g.outputs.push_back({"out" + std::to_string(k), results[k], {}});
   return r;
 }
 

@@ -37,6 +37,23 @@ void conv2d(GradCtx& c) {
   c.in_grads = {gx, gw, gb};
 }
 
+// conv2d_grad_input(dy, w) is the transpose of conv2d's map x -> conv2d(x, w) applied to
+// dy (and so conv_transpose2d): its gradient with respect to dy is that map applied to the
+// incoming gradient, conv2d(g, w), and with respect to w, conv2d_grad_weight with g as the
+// input and dy as the gradient (both are bilinear: <g, A_w^T dy> = <A_w g, dy>).
+void conv2d_grad_input(GradCtx& c) {
+  Value g = out_grad(c), dy = c.input(0), w = c.input(1);
+  const Attrs& at = c.node.attrs;
+  Value gdy, gw;
+  if (c.needs(0)) gdy = c.emit(OpKind::Conv2d, {g, w, Value{}}, pick(at, {"stride", "padding", "dilation", "groups"}));
+  if (c.needs(1)) {
+    Attrs a = pick(at, {"stride", "padding", "dilation", "groups"});
+    a.set("weight_shape", c.type(w).shape);
+    gw = c.emit(OpKind::Conv2dGradWeight, {g, dy}, std::move(a));
+  }
+  c.in_grads = {gdy, gw};
+}
+
 void max_pool2d(GradCtx& c) {
   c.in_grads = {c.emit(OpKind::MaxPool2dGrad, {c.input(0), out_grad(c)}, pick(c.node.attrs, {"kernel", "stride", "padding"}))};
 }

@@ -64,6 +64,7 @@ void dropout(GradCtx& c);
 void causal_mask(GradCtx& c);
 // conv.cc
 void conv2d(GradCtx& c);
+void conv2d_grad_input(GradCtx& c);  // conv_transpose2d's kernel
 void max_pool2d(GradCtx& c);
 void avg_pool2d(GradCtx& c);
 

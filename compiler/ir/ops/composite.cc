@@ -185,6 +185,9 @@ void def_reduction(OpRegistry& r, OpKind k, std::string sig, InferFn infer, RefF
 void register_shape_composites(OpRegistry& r);  // compiler/ir/ops/composite_shape.cc
 void register_nn_composites(OpRegistry& r);     // compiler/ir/ops/composite_nn.cc
 void register_index_composites(OpRegistry& r);  // compiler/ir/ops/composite_index.cc
+void register_conv_composites(OpRegistry& r);   // compiler/ir/ops/composite_conv.cc
+void register_gather_composites(OpRegistry& r); // compiler/ir/ops/composite_gather.cc
+void register_topk_composite(OpRegistry& r);    // compiler/ir/ops/composite_topk.cc
 
 void register_composite_ops(OpRegistry& r) {
   const std::string axes = "x: tensor, axes: ints = [], keepdims: bool = false";
@@ -201,6 +204,9 @@ void register_composite_ops(OpRegistry& r) {
   register_shape_composites(r);
   register_nn_composites(r);
   register_index_composites(r);
+  register_conv_composites(r);
+  register_gather_composites(r);
+  register_topk_composite(r);
 }
 
 }  // namespace modelc

@@ -1,4 +1,4 @@
-// Composite layers and tensor helpers of torch.nn.functional: repeat, pad, upsample (nearest),
+// Composite layers and tensor helpers of torch.nn.functional: repeat, pad, upsample (nearest, bilinear),
 // adaptive_avg_pool2d, group_norm, rms_norm and cosine_similarity, each built from other ops
 // where it is called (OpInfo::expand) and checked against the reference below, written
 // apart from the expansion (tests/conformance (g)).
@@ -117,7 +117,7 @@ void ref_pad(RefCtx& c) {
   }
 }
 
-// ---- upsample (nearest) and adaptive_avg_pool2d on NCHW images with known H and W
+// ---- upsample (nearest and bilinear) and adaptive_avg_pool2d on NCHW images with known H and W
 
 bool known_hw(InferCtx& ctx, std::string_view name, const TensorType& x) {
   if (x.rank() != 4) {
@@ -136,27 +136,93 @@ void infer_upsample(InferCtx& ctx) {
   if (!known_hw(ctx, "upsample", x)) return;
   const int64_t s = ctx.attrs.i("scale");
   if (s < 1) return ctx.fail_attr(fmt::format("upsample: scale must be >= 1, got {}", s), "scale");
-  if (ctx.attrs.s("mode") != "nearest")
-    return ctx.fail_attr(fmt::format("upsample: mode \"{}\" is not supported yet; \"nearest\" is (bilinear is "
-                                     "planned)", ctx.attrs.s("mode")), "mode");
+  const std::string& mode = ctx.attrs.s("mode");
+  if (mode != "nearest" && mode != "bilinear")
+    return ctx.fail_attr(fmt::format("upsample: mode \"{}\" is not one of \"nearest\" and \"bilinear\"", mode), "mode");
+  if (mode == "nearest" && ctx.attrs.b("align_corners"))
+    return ctx.fail_attr("upsample: align_corners is for mode \"bilinear\" only (as in PyTorch)", "align_corners");
   TensorType t = x;
   t.shape[2] = x.shape[2] * Dim(s);
   t.shape[3] = x.shape[3] * Dim(s);
   ctx.out = {t};
 }
 
+// Bilinear along one axis of extent n scaled by k (PyTorch's rule): output o reads source
+// src = (o + 0.5) / k - 0.5 clamped at 0 (align_corners: o (n - 1) / (n k - 1)),
+// i0 = floor(src), i1 = min(i0 + 1, n - 1), with weights 1 - l and l = src - i0. src is
+// computed as one integer divided by another, (2 o + 1 - k) / 2k, so that it is exactly an
+// integer (a tap of weight 0, where 0 * inf is NaN, as in PyTorch) in f32 and in double
+// alike; PyTorch multiplies by a rounded 1/k, which differs from it by an ulp.
+Value bilinear_axis(ExpandCtx& x, Value v, int64_t axis, int64_t k) {
+  const Shape& s = x.type(v).shape;
+  const int64_t n = s[static_cast<size_t>(axis)].const_value(), m = n * k;
+  const auto f = [&](double c) { return x.number(c, DType::F32); };
+  const Value ones = x.op(OpKind::BroadcastTo, {f(1)}, {{"shape", Shape{Dim(m)}}});
+  const Value o = x.op(OpKind::Sub, {x.op(OpKind::Cumsum, {ones}, {{"axis", int64_t{0}}}), f(1)});
+  Value src;
+  if (x.attrs.b("align_corners")) {
+    src = m > 1 ? x.op(OpKind::Div, {x.op(OpKind::Mul, {o, f(static_cast<double>(n - 1))}), f(static_cast<double>(m - 1))})
+                : x.op(OpKind::Mul, {o, f(0)});
+  } else {
+    const Value num = x.op(OpKind::Add, {x.op(OpKind::Mul, {o, f(2)}), f(static_cast<double>(1 - k))});
+    src = x.op(OpKind::Maximum, {x.op(OpKind::Div, {num, f(static_cast<double>(2 * k))}), f(0)});
+  }
+  const Value i0 = x.op(OpKind::Floor, {src});
+  const Value i1 = x.op(OpKind::Minimum, {x.op(OpKind::Add, {i0, f(1)}), f(static_cast<double>(n - 1))});
+  const Value l1 = x.op(OpKind::Sub, {src, i0});
+  const Value l0 = x.op(OpKind::Sub, {f(1), l1});
+  Shape ws(s.size() - static_cast<size_t>(axis), Dim(1));  // broadcasts along `axis`
+  ws[0] = Dim(m);
+  const auto pick = [&](Value i, Value w) {
+    const Value idx = x.op(OpKind::Cast, {i}, {{"dtype", DType::I32}});
+    const Value rows = x.op(OpKind::IndexSelect, {v, idx}, {{"axis", axis}});
+    return x.op(OpKind::Mul, {x.op(OpKind::Reshape, {w}, {{"shape", ws}}), rows});
+  };
+  return x.op(OpKind::Add, {pick(i0, l0), pick(i1, l1)});
+}
+
 Value expand_upsample(ExpandCtx& x) {
+  const int64_t scale = x.attrs.i("scale");
+  if (x.attrs.s("mode") == "bilinear") return bilinear_axis(x, bilinear_axis(x, x.input(0), 3, scale), 2, scale);
   const Shape& s = x.type(x.input(0)).shape;
-  const Dim k(x.attrs.i("scale"));
+  const Dim k(scale);
   const Value v = x.op(OpKind::Reshape, {x.input(0)}, {{"shape", Shape{s[0], s[1], s[2], Dim(1), s[3], Dim(1)}}});
   const Value b = x.op(OpKind::BroadcastTo, {v}, {{"shape", Shape{s[0], s[1], s[2], k, s[3], k}}});
   return x.op(OpKind::Reshape, {b}, {{"shape", x.out.shape}});
+}
+
+// The source of output o along an axis of extent n (bilinear_axis's rule, in double).
+struct Taps {
+  int64_t i0, i1;
+  double l0, l1;
+};
+Taps taps(int64_t o, int64_t n, int64_t k, bool align) {
+  const int64_t m = n * k;
+  const double src = align ? (m > 1 ? static_cast<double>(o * (n - 1)) / static_cast<double>(m - 1) : 0)
+                           : std::max(static_cast<double>(2 * o + 1 - k) / static_cast<double>(2 * k), 0.0);
+  const auto i0 = static_cast<int64_t>(std::floor(src));
+  const double l1 = src - static_cast<double>(i0);
+  return {i0, std::min(i0 + 1, n - 1), 1 - l1, l1};
 }
 
 void ref_upsample(RefCtx& c) {
   const RefTensor& x = c.input(0);
   const int64_t s = c.attrs().i("scale");
   std::vector<int64_t> idx;
+  if (c.attrs().s("mode") == "bilinear") {
+    const bool align = c.attrs().b("align_corners");
+    const int64_t H = x.shape[2], W = x.shape[3];
+    for (int64_t i = 0; i < c.out[0].numel(); ++i) {
+      unravel(i, c.out[0].shape, idx);
+      const Taps h = taps(idx[2], H, s, align), w = taps(idx[3], W, s, align);
+      const int64_t base = (idx[0] * x.shape[1] + idx[1]) * H * W;
+      const auto at = [&](int64_t r, int64_t q) { return x[base + r * W + q]; };
+      // PyTorch's order: each row's taps first, then the rows.
+      c.out[0][i] = h.l0 * (w.l0 * at(h.i0, w.i0) + w.l1 * at(h.i0, w.i1)) +
+                    h.l1 * (w.l0 * at(h.i1, w.i0) + w.l1 * at(h.i1, w.i1));
+    }
+    return;
+  }
   for (int64_t i = 0; i < c.out[0].numel(); ++i) {
     unravel(i, c.out[0].shape, idx);
     idx[2] /= s;
@@ -255,10 +321,25 @@ void register_nn_composites(OpRegistry& r) {
       });
     };
   };
-  r.def(OpKind::Upsample).signature("x: tensor, scale: int, mode: str = \"nearest\"").infer(infer_upsample)
-      .reference(ref_upsample).composite(expand_upsample).examples(image_examples("scale", false))
-      .summary("enlarges NCHW images by an integer scale, each pixel repeated scale x scale times (mode "
-               "\"nearest\"; bilinear is not supported yet)");
+  r.def(OpKind::Upsample).signature("x: tensor, scale: int, mode: str = \"nearest\", align_corners: bool = false")
+      .infer(infer_upsample)
+      .reference(ref_upsample).composite(expand_upsample)
+      .examples([](ExampleRng& rng) {
+        return examples::calls(6, [&](int rep, OpExample& e) {
+          const std::vector<int64_t> s = {examples::pick(rng, 1, 2), examples::pick(rng, 1, 3), examples::pick(rng, 1, 4),
+                                          examples::pick(rng, 1, 4)};
+          const int64_t k = examples::pick(rng, 1, 3);
+          const bool align = rep == 5;
+          e.inputs = {examples::values(rng, DType::F32, s, Domain{-3, 3})};
+          e.attrs.set("scale", k);
+          e.attrs.set("mode", std::string(rep < 2 ? "nearest" : "bilinear"));
+          e.attrs.set("align_corners", align);
+          e.label = fmt::format("{} scale {} {}{}", RefTensor(DType::F32, s).shape_str(), k, e.attrs.s("mode"),
+                                align ? " align_corners" : "");
+        });
+      })
+      .summary("enlarges NCHW images by an integer scale, as torch's Upsample: mode \"nearest\" repeats each pixel "
+               "scale x scale times, \"bilinear\" interpolates between the four nearest (align_corners as torch's)");
   r.def(OpKind::AdaptiveAvgPool2d).signature("x: tensor, output: ints").infer(infer_adaptive_avg)
       .reference(ref_adaptive_avg).composite(expand_adaptive_avg).examples(image_examples("output", true))
       .summary("averages NCHW images down to output [OH, OW] (one size: square; [1]: global average pooling); the "

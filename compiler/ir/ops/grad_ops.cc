@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "compiler/ir/grads/grad_util.h"
 #include "compiler/ir/op_examples.h"
 #include "compiler/ir/op_registry.h"
 #include "compiler/ir/ops/window.h"
@@ -392,7 +393,8 @@ void register_grad_ops(OpRegistry& r) {
       .fusion(FusionKind::Opaque).library().infer(infer_embedding_grad).reference(ref_embedding_grad)
       .examples(embedding_grad_examples).index_operand({0, -1, 0, "rows", "rows of the table"})
       .summary("f32 [rows, W]: the rows of grad [..., W] added up at their ids (embedding's gradient)");
-  r.def(OpKind::Conv2dGradInput).internal().no_grad("a gradient op (gradients are first-order)")
+  // Differentiable: it is conv_transpose2d's kernel (compiler/ir/ops/composite_conv.cc).
+  r.def(OpKind::Conv2dGradInput).internal().grad(grads::conv2d_grad_input)
       .signature(std::string("grad: tensor, w: tensor, input_shape: shape, ") + kConvAttrs)
       .fusion(FusionKind::Opaque).library().infer(infer_conv2d_grad_input).reference(ref_conv2d_grad_input)
       .autocast(AutocastPolicy::Lower).examples(conv2d_grad_input_examples).nonfinite(NonFinite::Superset)
