@@ -229,6 +229,8 @@ OpRegistry::OpRegistry() {
   register_class_loss_ops(*this);
   register_composite_ops(*this);
   register_random_ops(*this);
+  register_attention_ops(*this);
+  register_metric_ops(*this);
   for (const OpInfo& op : ops_) {
     if (!op.infer || !op.reference)
       throw InternalError(fmt::format("op '{}' is registered without a shape rule or reference", op.name));
@@ -280,8 +282,10 @@ std::optional<NodeId> add_op(Graph& g, OpKind op, std::vector<Value> inputs, Att
     bool ok = all.size() == ctx.out.size();
     for (size_t k = 0; ok && k < all.size(); ++k) {
       const Value v = all[k];
-      ok = v.index == 0 && v.node >= first && v.node < g.nodes.size() && g.node(v.node).outputs.size() == 1 &&
-           g.type(v) == ctx.out[k];
+      // The first result is output 0 of its node (the id returned); a node may have more
+      // outputs than the call's results (sdpa's statistics, which only its gradient reads).
+      ok = (k > 0 || v.index == 0) && v.node >= first && v.node < g.nodes.size() &&
+           v.index < g.node(v.node).outputs.size() && g.type(v) == ctx.out[k];
     }
     if (!ok)
       throw InternalError(fmt::format("the expansion of '{}' does not end in {} new node(s) of its result types", info.name,

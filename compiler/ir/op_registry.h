@@ -337,5 +337,7 @@ void register_class_loss_ops(OpRegistry& r);  // composites: cross_entropy, nll_
 void check_class_target(std::string_view op, int64_t target, int64_t classes, int64_t ignore);
 void register_composite_ops(OpRegistry& r);  // composites: var, logsumexp, squeeze, clamp, ...
 void register_random_ops(OpRegistry& r);     // rand_like, randn_like
+void register_attention_ops(OpRegistry& r);  // scaled_dot_product_attention, sdpa, sdpa_grad
+void register_metric_ops(OpRegistry& r);     // composites: accuracy, top_k_accuracy, mae
 
 }  // namespace modelc

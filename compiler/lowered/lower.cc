@@ -147,6 +147,10 @@ class Lowering {
       in.kind = rt::Instr::Kind::Library;
       in.op = op_info(lib.op).name;
       library_attrs(lib, in);
+      // An op that draws random numbers (sdpa's dropout) reads the run's seed and step
+      // from its size table, as a codelet does (kernels::LibCall::sizes).
+      if (op_info(lib.op).keyed)
+        in.sizes = {rt::SizeExpr::symbol(syms_.id("$seed")), rt::SizeExpr::symbol(syms_.id("$step"))};
       library_epilogue(g, grp, in);
       f_->instrs.push_back(std::move(in));
       return;

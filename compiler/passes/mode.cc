@@ -13,6 +13,8 @@ Graph specialize_mode(const Graph& g, Mode mode) {
     for (Value& v : n.inputs) v = resolve(v);
     if (n.op == OpKind::ModeSelect) as[id] = {n.inputs[mode == Mode::Train ? 0 : 1]};
     else if (n.op == OpKind::Dropout && mode == Mode::Eval) as[id] = {n.inputs[0]};
+    // Fused attention's dropout is an attribute of its kernels: off in eval.
+    else if (n.op == OpKind::Sdpa && mode == Mode::Eval) n.attrs.set("dropout", 0.0);
   }
   for (Graph::Output& o : out.outputs) o.value = resolve(o.value);
   for (Graph::Update& u : out.updates) u.value = resolve(u.value);

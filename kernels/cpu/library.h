@@ -46,6 +46,9 @@ struct LibCall {
   const std::map<std::string, std::vector<int64_t>>* ints = nullptr;
   const std::map<std::string, double>* floats = nullptr;
   rt::ThreadPool* pool = nullptr;
+  // The instruction's size table, evaluated: [$seed, $step] for an op that draws random
+  // numbers (a keyed op, compiler/lowered/lower.cc), else empty. Null: none given.
+  const std::vector<int64_t>* sizes = nullptr;
 
   // Throws RuntimeError "OP at WHERE: MSG".
   [[noreturn]] void fail(const std::string& msg) const;

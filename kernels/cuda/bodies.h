@@ -9,7 +9,9 @@
 // with -fmad=false, so nothing is contracted into an FMA), hence bit-identical results,
 // except erff in gelu (the device's erff and glibc's differ by an ulp or two).
 //
-// This header must stay plain C++17 with no host library beyond <cmath> and <cstdint>.
+// This header must stay plain C++17 with no host library beyond <cmath> and <cstdint> (and
+// runtime/base/philox.h's <array>, whose constexpr members nvcc compiles for the device with
+// --expt-relaxed-constexpr).
 #pragma once
 
 #include <cmath>
@@ -398,3 +400,6 @@ MODELC_HD void cumsum_body(const CumsumParams& p, int64_t i) {
 }
 
 }  // namespace modelc::kernels::cuda
+
+// Scaled dot-product attention's bodies (ep_exp above is their exponential).
+#include "kernels/cuda/bodies_sdpa.h"

@@ -14,10 +14,11 @@ if(CUDAToolkit_FOUND AND CUDAToolkit_NVCC_EXECUTABLE)
   endif()
   add_custom_command(
     OUTPUT ${hk_ptx}
-    COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -ptx -arch=compute_80 -std=c++17 -O3 -fmad=false ${hk_werror}
+    COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -ptx -arch=compute_80 -std=c++17 -O3 -fmad=false --expt-relaxed-constexpr ${hk_werror}
             -I${PROJECT_SOURCE_DIR} ${MODELC_HAND_KERNELS_DIR}/hand_kernels.cu -o ${hk_ptx}
     DEPENDS ${MODELC_HAND_KERNELS_DIR}/hand_kernels.cu ${MODELC_HAND_KERNELS_DIR}/hand_kernels.def
-            ${MODELC_HAND_KERNELS_DIR}/bodies.h
+            ${MODELC_HAND_KERNELS_DIR}/bodies.h ${MODELC_HAND_KERNELS_DIR}/bodies_sdpa.h
+            ${PROJECT_SOURCE_DIR}/runtime/base/philox.h
     COMMENT "nvcc: PTX of the hand kernels (kernels/cuda/hand_kernels.cu)"
     VERBATIM)
   add_custom_command(

@@ -17,9 +17,10 @@ namespace {
 // A LibCall over the operands, whose data are given by `data(tensor, is_output, index)`.
 template <class F>
 LibCall make_call(const std::string& op, const std::vector<const rt::HostTensor*>& inputs, std::vector<rt::HostTensor>& outputs,
-                  const OpInts& ints, const OpFloats& floats, F data) {
+                  const OpInts& ints, const OpFloats& floats, const OpSizes& sizes, F data) {
   LibCall c;
   c.op = op;
+  c.sizes = &sizes;
   c.where = kRunOpWhere;
   c.ints = &ints;
   c.floats = &floats;
@@ -51,7 +52,8 @@ void* host_data(const rt::HostTensor& t) {
 }  // namespace
 
 void run_cuda_op(rt::cuda::CudaDevice& device, const std::string& op, const std::vector<const rt::HostTensor*>& inputs,
-                 std::vector<rt::HostTensor>& outputs, const OpInts& ints, const OpFloats& floats) {
+                 std::vector<rt::HostTensor>& outputs, const OpInts& ints, const OpFloats& floats,
+                 const OpSizes& sizes) {
   rt::cuda::CudaLibraryFn fn = rt::cuda::find_cuda_library_op(op);
   if (fn == nullptr) throw rt::RuntimeError(fmt::format("library op '{}' has no CUDA implementation", op));
   device.context().make_current();
@@ -67,7 +69,7 @@ void run_cuda_op(rt::cuda::CudaDevice& device, const std::string& op, const std:
   };
   try {
     rt::cuda::CudaLibCall c;
-    c.call = make_call(op, inputs, outputs, ints, floats, [&](const rt::HostTensor& t, bool, size_t) { return take(t); });
+    c.call = make_call(op, inputs, outputs, ints, floats, sizes, [&](const rt::HostTensor& t, bool, size_t) { return take(t); });
     c.device = &device;
     c.stream = device.stream();
     fn(c);
@@ -90,8 +92,8 @@ void run_cuda_op(rt::cuda::CudaDevice& device, const std::string& op, const std:
 }
 
 void run_emulated_op(const std::string& op, const std::vector<const rt::HostTensor*>& inputs, std::vector<rt::HostTensor>& outputs,
-                     const OpInts& ints, const OpFloats& floats) {
-  LibCall c = make_call(op, inputs, outputs, ints, floats, [](const rt::HostTensor& t, bool, size_t) { return host_data(t); });
+                     const OpInts& ints, const OpFloats& floats, const OpSizes& sizes) {
+  LibCall c = make_call(op, inputs, outputs, ints, floats, sizes, [](const rt::HostTensor& t, bool, size_t) { return host_data(t); });
   unsigned long long word = kNoError;
   const OpLaunches plan = plan_launches(c, [&] { return &word; });
   for (const Launch& l : plan.launches) run_on_host(l);
@@ -99,11 +101,11 @@ void run_emulated_op(const std::string& op, const std::vector<const rt::HostTens
 }
 
 void run_cpu_op(const std::string& op, const std::vector<const rt::HostTensor*>& inputs, std::vector<rt::HostTensor>& outputs,
-                const OpInts& ints, const OpFloats& floats, int threads) {
+                const OpInts& ints, const OpFloats& floats, int threads, const OpSizes& sizes) {
   LibraryFn fn = find_library_op(op);
   if (fn == nullptr) throw rt::RuntimeError(fmt::format("unknown library op '{}'", op));
   rt::ThreadPool pool(threads);
-  LibCall c = make_call(op, inputs, outputs, ints, floats, [](const rt::HostTensor& t, bool, size_t) { return host_data(t); });
+  LibCall c = make_call(op, inputs, outputs, ints, floats, sizes, [](const rt::HostTensor& t, bool, size_t) { return host_data(t); });
   c.pool = &pool;
   fn(c);
 }

@@ -166,8 +166,8 @@ void FunctionLayout::lay_out() {
   extents_.assign(fn_.instrs.size(), 0);
   for (size_t i = 0; i < fn_.instrs.size(); ++i) {
     const Instr& in = fn_.instrs[i];
-    if (in.kind != Instr::Kind::Codelet) continue;
-    const std::string& kname = program_.codelets[in.codelet].name;
+    // A library op's size table: the run's symbols a keyed op draws with ($seed, $step).
+    const std::string kname = in.kind == Instr::Kind::Codelet ? program_.codelets[in.codelet].name : in.op;
     sizes_[i].clear();
     for (const SizeExpr& e : in.sizes) {
       int64_t s = unbound_symbol(e, values_);
@@ -176,7 +176,8 @@ void FunctionLayout::lay_out() {
                          names[static_cast<size_t>(s)]));
       sizes_[i].push_back(e.eval(values_));  // sizes may be negative (offsets)
     }
-    extents_[i] = eval(in.extent, fmt::format("the extent of kernel '{}' at {}", kname, in.where));
+    if (in.kind == Instr::Kind::Codelet)
+      extents_[i] = eval(in.extent, fmt::format("the extent of kernel '{}' at {}", kname, in.where));
   }
   ++layouts_;
 }

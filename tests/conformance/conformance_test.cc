@@ -195,8 +195,12 @@ TEST(Conformance, CudaTwinsOnTheHostMatchTheCpuKernels) {
     for (const TensorType& t : node.outputs) cpu.emplace_back(t.dtype, concrete_shape(t.shape, {}));
     gpu = cpu;
     for (rt::HostTensor& t : gpu) std::fill(t.bytes.begin(), t.bytes.end(), 0xA5);  // unwritten bytes show
-    kernels::cuda::run_cpu_op(c.op->name, in, cpu, call->ints, call->floats);
-    kernels::cuda::run_emulated_op(c.op->name, in, gpu, call->ints, call->floats);
+    // A keyed op's size table is the run's seed and step ($seed, $step): the reference's.
+    kernels::cuda::OpSizes sizes;
+    if (!call->sizes.empty())
+      sizes = {static_cast<int64_t>(reference_options().seed), static_cast<int64_t>(reference_options().step)};
+    kernels::cuda::run_cpu_op(c.op->name, in, cpu, call->ints, call->floats, 2, sizes);
+    kernels::cuda::run_emulated_op(c.op->name, in, gpu, call->ints, call->floats, sizes);
     // Byte for byte; with NaN inputs, NaN where the CPU kernel has NaN (payloads may differ).
     for (size_t k = 0; k < cpu.size(); ++k) {
       if (specials) expect_close(from_host(gpu[k]), from_host(cpu[k]), 0, fmt::format("output {}", k));

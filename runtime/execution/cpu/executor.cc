@@ -201,6 +201,7 @@ void Executor::run_instr(size_t i) {
   call.ints = &in.ints;
   call.floats = &in.floats;
   call.pool = &pool_;
+  call.sizes = &L.fl.sizes(i);
   auto arg = [&](uint32_t b) {
     kernels::TensorArg a;
     if (b == kNoBuffer) return a;

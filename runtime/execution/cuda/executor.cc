@@ -244,6 +244,7 @@ void CudaExecutor::enqueue_instr(size_t i, const std::vector<uint8_t*>& ptr, uin
     c.call.where = in.where;
     c.call.ints = &in.ints;
     c.call.floats = &in.floats;
+    c.call.sizes = &layout_.sizes(i);
     c.device = &device_;
     c.stream = stream;
     auto arg = [&](uint32_t b) {
