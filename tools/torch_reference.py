@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Reference check of modelrun's training against PyTorch (CPU, float32).
 
-Not part of the build or of CI: the project itself needs no Python. This script rebuilds
-the example models of models/ by hand in PyTorch (same parameter names and shapes as
-modelrun's, linear weights [in, out] used as x @ w), loads modelrun's initial parameters,
+Not part of the build or of CI: the project itself needs no Python. This script takes
+the example models of models/ as rebuilt by hand in PyTorch (tools/torch_models.py: same
+parameter names and shapes as modelrun's, random draws from the same Philox stream), loads
+modelrun's initial parameters,
 replays the batches modelrun fed to each step with the same optimizer (torch.optim.AdamW,
 the model's betas/eps/weight_decay, this step's lr from modelrun's metrics) and gradient
 clipping (torch.nn.utils.clip_grad_norm_), and compares the per-step losses.
@@ -23,18 +24,17 @@ model, batch and thread count, and prints the table `modelrun bench` prints.
 
 import argparse
 import json
-import math
+import os
 import re
-import statistics
+import subprocess
 import sys
 import time
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 from safetensors.torch import load_file
 
 import torch_optim  # tools/torch_optim.py: Lion, and the train section's schedules as torch's
+from torch_models import FROM_IR, KINDS, build, synthetic_batch  # tools/torch_models.py: the models
 
 
 # ----------------------------------------------------------------------------------------
@@ -88,165 +88,6 @@ def make_optimizer(params, s):
     raise SystemExit(f"torch_reference: unknown optimizer {kind}")
 
 
-# ----------------------------------------------------------------------------------------
-# The models, op for op as in models/*.model. Parameters live in one ParameterDict under
-# modelrun's names ('.' is not allowed in a module attribute, so they are kept flat).
-
-def is_buffer(name):
-    return name.endswith((".running_mean", ".running_var"))
-
-
-class Flat(nn.Module):
-    def __init__(self, shapes):
-        super().__init__()
-        self.names = sorted(n for n in shapes if not is_buffer(n))
-        self.buffer_names = sorted(n for n in shapes if is_buffer(n))
-        self.p = nn.ParameterList([nn.Parameter(torch.zeros(shapes[n])) for n in self.names])
-        self.index = {n: i for i, n in enumerate(self.names)}
-        self.bufs = {n: torch.zeros(shapes[n]) for n in self.buffer_names}
-
-    def __getitem__(self, name):
-        return self.bufs[name] if is_buffer(name) else self.p[self.index[name]]
-
-    def named(self):                       # the trained parameters
-        return [(n, self[n]) for n in self.names]
-
-    def all_named(self):                   # and the buffers
-        return self.named() + [(n, self.bufs[n]) for n in self.buffer_names]
-
-    def linear(self, x, prefix):           # def linear: x @ w + b (b optional in nn's), w [in, out]
-        y = x @ self[prefix + ".w"]
-        return y + self[prefix + ".b"] if prefix + ".b" in self.index else y
-
-    def conv(self, x, prefix, stride=1, padding=0):  # def conv (nn): conv2d(x, w, b?)
-        b = prefix + ".b"
-        return F.conv2d(x, self[prefix + ".w"], self[b] if b in self.index else None, stride=stride, padding=padding)
-
-    def batchnorm(self, x, prefix, momentum=0.1, eps=1e-5):  # batchnorm1d / 2d (nn), train mode
-        return F.batch_norm(x, self[prefix + ".running_mean"], self[prefix + ".running_var"], self[prefix + ".g"],
-                            self[prefix + ".b"], training=True, momentum=momentum, eps=eps)
-
-
-class LeNetBN(Flat):                       # models/lenet_bn.model
-    inputs = ("images", "labels")
-
-    def loss(self, images, labels):
-        h = F.max_pool2d(torch.relu(self.batchnorm(self.conv(images, "conv.0", padding=2), "batchnorm2d.0")), 2)
-        h = F.max_pool2d(torch.relu(self.batchnorm(self.conv(h, "conv.1"), "batchnorm2d.1")), 2)
-        h = torch.relu(self.batchnorm(self.linear(h.flatten(1), "linear.0"), "batchnorm1d.0"))
-        h = torch.relu(self.batchnorm(self.linear(h, "linear.1"), "batchnorm1d.1"))
-        return F.cross_entropy(self.linear(h, "linear.2"), labels.long())
-
-
-class ResNet(Flat):                        # models/resnet.model (residual_block of lib/nn.model)
-    inputs = ("images", "labels")
-
-    def block(self, x, prefix, stride):
-        h = torch.relu(self.batchnorm(self.conv(x, prefix + ".conv.0", stride, 1), prefix + ".batchnorm2d.0"))
-        h = self.batchnorm(self.conv(h, prefix + ".conv.1", 1, 1), prefix + ".batchnorm2d.1")
-        if prefix + ".conv.2.w" in self.index:
-            x = self.batchnorm(self.conv(x, prefix + ".conv.2", stride), prefix + ".batchnorm2d.2")
-        return torch.relu(x + h)
-
-    def loss(self, images, labels):
-        h = torch.relu(self.batchnorm(self.conv(images, "conv.0", padding=1), "batchnorm2d.0"))
-        blocks = sorted({int(n.split(".")[1]) for n in self.names if n.startswith("residual_block.")})
-        for i in blocks:
-            shortcut = self.index.get(f"residual_block.{i}.conv.2.w")
-            stride = 2 if shortcut is not None and self[f"residual_block.{i}.conv.2.w"].shape[0] != h.shape[1] else 1
-            h = self.block(h, f"residual_block.{i}", stride)
-        return F.cross_entropy(self.linear(h.mean((2, 3)), "linear.0"), labels.long())
-
-
-class FashionMLP(Flat):
-    inputs = ("images", "labels")
-
-    def loss(self, images, labels):
-        h = torch.relu(self.linear(images, "linear.0"))
-        logits = self.linear(h, "linear.1")
-        return F.cross_entropy(logits, labels.long())
-
-
-class CharGPT(Flat):
-    inputs = ("tokens", "targets")
-
-    def __init__(self, shapes, heads):
-        super().__init__(shapes)
-        self.heads = heads
-        self.blocks = sorted({int(n.split(".")[1]) for n in shapes if n.startswith("block.")})
-
-    def norm(self, x, prefix):              # def norm: layer_norm(x, g, b), eps 1e-5
-        C = x.shape[-1]
-        return F.layer_norm(x, (C,), self[prefix + ".g"], self[prefix + ".b"], eps=1e-5)
-
-    def attention(self, x, prefix):
-        B, T, C = x.shape
-        H = self.heads
-        D = C // H
-        q, k, v = torch.split(self.linear(x, prefix + ".linear.0"), C, dim=-1)
-        q = q.reshape(B, T, H, D).transpose(1, 2)                 # [B, H, T, D]
-        k = k.reshape(B, T, H, D).transpose(1, 2)
-        v = v.reshape(B, T, H, D).transpose(1, 2)
-        att = q @ k.transpose(-2, -1) / math.sqrt(D)              # [B, H, T, T]
-        mask = torch.ones(T, T, dtype=torch.bool).triu(1)         # j > i: -inf
-        att = torch.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
-        return self.linear(y, prefix + ".linear.1")
-
-    def mlp(self, x, prefix):
-        h = F.gelu(self.linear(x, prefix + ".linear.0"), approximate="tanh")
-        return self.linear(h, prefix + ".linear.1")
-
-    def loss(self, tokens, targets):
-        wte, wpe = self["wte"], self["wpe"]
-        h = F.embedding(tokens.long(), wte) + wpe
-        for i in self.blocks:
-            b = f"block.{i}"
-            h = h + self.attention(self.norm(h, b + ".norm.0"), b + ".attention.0")
-            h = h + self.mlp(self.norm(h, b + ".norm.1"), b + ".mlp.0")
-        logits = self.norm(h, "norm.0") @ wte.t()                 # tied head [B, T, V]
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.long().reshape(-1))
-
-
-def char_gpt_shapes(model_text, layers=4):
-    dims = dict(re.findall(r"\b([TCV])\s*=\s*(\d+)", re.search(r"model\s+char_gpt\s*\(([^)]*)\)", model_text).group(1)))
-    T, C, V = int(dims["T"]), int(dims["C"]), int(dims["V"])
-    s = {"wte": (V, C), "wpe": (T, C), "norm.0.g": (C,), "norm.0.b": (C,)}
-    for i in range(layers):
-        b = f"block.{i}"
-        s.update({f"{b}.norm.0.g": (C,), f"{b}.norm.0.b": (C,), f"{b}.norm.1.g": (C,), f"{b}.norm.1.b": (C,),
-                  f"{b}.attention.0.linear.0.w": (C, 3 * C), f"{b}.attention.0.linear.0.b": (3 * C,),
-                  f"{b}.attention.0.linear.1.w": (C, C), f"{b}.attention.0.linear.1.b": (C,),
-                  f"{b}.mlp.0.linear.0.w": (C, 4 * C), f"{b}.mlp.0.linear.0.b": (4 * C,),
-                  f"{b}.mlp.0.linear.1.w": (4 * C, C), f"{b}.mlp.0.linear.1.b": (C,)})
-    return s, T, V
-
-
-def build(kind, model_text, init):
-    if kind == "fashion_mlp":
-        shapes = {n: tuple(t.shape) for n, t in init.items()} if init else {
-            "linear.0.w": (784, 256), "linear.0.b": (256,), "linear.1.w": (256, 10), "linear.1.b": (10,)}
-        return FashionMLP(shapes)
-    if kind == "char_gpt":
-        heads = int(re.search(r"block\(h,\s*heads\s*=\s*(\d+)\)", model_text).group(1))
-        shapes = {n: tuple(t.shape) for n, t in init.items()} if init else char_gpt_shapes(model_text)[0]
-        return CharGPT(shapes, heads)
-    if kind in ("lenet_bn", "resnet"):
-        if not init:
-            raise SystemExit(f"torch_reference: {kind} needs --init (its shapes come from modelrun's)")
-        return (LeNetBN if kind == "lenet_bn" else ResNet)({n: tuple(t.shape) for n, t in init.items()})
-    raise SystemExit(f"torch_reference: unknown model kind {kind}")
-
-
-def synthetic_batch(kind, model_text, batch):
-    g = torch.Generator().manual_seed(1)
-    if kind == "fashion_mlp":
-        return torch.rand(batch, 784, generator=g), torch.randint(0, 10, (batch,), generator=g, dtype=torch.int32)
-    _, T, V = char_gpt_shapes(model_text)
-    return (torch.randint(0, 73, (batch, T), generator=g, dtype=torch.int32),
-            torch.randint(0, 73, (batch, T), generator=g, dtype=torch.int32))
-
-
 def train_step(model, opt, clip, batch, lr=None):
     if lr is not None:
         for group in opt.param_groups:
@@ -267,9 +108,19 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
 
+def modelc_ir(args, kind):
+    """modelc --emit=ir of the model file, for the kinds whose shapes and random keys it gives."""
+    if kind not in FROM_IR:
+        return None
+    r = subprocess.run([args.modelc, args.model_file, "--emit=ir"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"torch_reference: {args.modelc} {args.model_file} --emit=ir failed:\n{r.stderr}")
+    return r.stdout
+
+
 def check(args, kind, model_text, settings):
     init = load_file(args.init)
-    model = build(kind, model_text, init)
+    model = build(kind, model_text, init, modelc_ir(args, kind), args.seed)
     names = set(model.names) | set(model.buffer_names)
     if names != set(init):
         raise SystemExit(f"torch_reference: parameter names differ: only ours {sorted(set(init) - names)}, "
@@ -310,6 +161,7 @@ def check(args, kind, model_text, settings):
             batch = tuple(batches[f"step{k}.{n}"] for n in model.inputs)
         except KeyError as e:
             raise SystemExit(f"torch_reference: no batch {e} in {args.batches}")
+        model.step = k                     # the Philox counter of this step's draws (modelrun's step - 1)
         loss, norm = train_step(model, opt, settings["clip"], batch, lr=r["lr"])
         d, dg = rel(loss, r["loss"]), rel(norm, r["grad_norm"])
         worst, worst_g = max(worst, d), max(worst_g, dg)
@@ -350,7 +202,7 @@ def check(args, kind, model_text, settings):
 
 def bench(args, kind, model_text, settings):
     batch_size = args.batch or settings["batch"]
-    model = build(kind, model_text, None)
+    model = build(kind, model_text, None, modelc_ir(args, kind), args.seed)
     with torch.no_grad():
         for n, p in model.named():        # any reasonable values: only the time is measured
             p.normal_(0, 0.02) if p.dim() > 1 else p.fill_(1.0 if n.endswith(".g") else 0.0)
@@ -377,7 +229,11 @@ def bench(args, kind, model_text, settings):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model_file", metavar="MODEL", help="the .model file (models/fashion_mlp.model, ...)")
-    ap.add_argument("kind", choices=["fashion_mlp", "char_gpt", "lenet_bn", "resnet"])
+    ap.add_argument("kind", choices=KINDS)
+    ap.add_argument("--seed", type=int, default=1, help="the run's seed (modelrun train --seed), which random draws "
+                    "(randn_like) are keyed by (default 1)")
+    ap.add_argument("--modelc", default=os.environ.get("MODELC", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                    "..", "build", "tools", "modelc")), help="modelc, for --emit=ir (default build/tools/modelc)")
     ap.add_argument("--verbose", action="store_true", help="--final: the difference of every tensor")
     ap.add_argument("--final", help="modelrun's checkpoint after the last step: its parameters and buffers are "
                     "compared with torch's")
