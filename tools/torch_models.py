@@ -5,8 +5,8 @@ weights [in, out], used as x @ w). Parameters live in one ParameterList under th
 ('.' is not allowed in a module attribute, so they are kept flat). A model's random draws
 (randn_like) are replayed from the same Philox stream modelrun draws from
 (runtime/base/philox.h), keyed by the seed, the step and the call's key, which
-`modelc --emit=ir` prints. Shapes come from modelrun's initial parameters or, for the
-models added since char_gpt, from the `param` lines of `modelc --emit=ir`.
+`modelc --emit=ir` prints. Shapes come from modelrun's initial parameters or, without
+them (--bench), from the `param` and `state` lines of `modelc --emit=ir`.
 """
 
 import math
@@ -135,20 +135,6 @@ class CharGPT(Flat):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.long().reshape(-1))
 
 
-def char_gpt_shapes(model_text, layers=4):
-    dims = dict(re.findall(r"\b([TCV])\s*=\s*(\d+)", re.search(r"model\s+char_gpt\s*\(([^)]*)\)", model_text).group(1)))
-    T, C, V = int(dims["T"]), int(dims["C"]), int(dims["V"])
-    s = {"wte": (V, C), "wpe": (T, C), "norm.0.g": (C,), "norm.0.b": (C,)}
-    for i in range(layers):
-        b = f"block.{i}"
-        s.update({f"{b}.norm.0.g": (C,), f"{b}.norm.0.b": (C,), f"{b}.norm.1.g": (C,), f"{b}.norm.1.b": (C,),
-                  f"{b}.attention.0.linear.0.w": (C, 3 * C), f"{b}.attention.0.linear.0.b": (3 * C,),
-                  f"{b}.attention.0.linear.1.w": (C, C), f"{b}.attention.0.linear.1.b": (C,),
-                  f"{b}.mlp.0.linear.0.w": (C, 4 * C), f"{b}.mlp.0.linear.0.b": (4 * C,),
-                  f"{b}.mlp.0.linear.1.w": (4 * C, C), f"{b}.mlp.0.linear.1.b": (C,)})
-    return s, T, V
-
-
 class Diabetes(Flat):                      # models/diabetes.model: a regression with mse_loss
     inputs = ("x", "y")
 
@@ -267,7 +253,6 @@ class LlamaChar(Flat):                     # models/llama_char.model (rmsnorm, r
 
 
 KINDS = ("fashion_mlp", "char_gpt", "lenet_bn", "resnet", "diabetes", "vae", "llama_char")
-FROM_IR = ("diabetes", "vae", "llama_char")  # the kinds whose shapes (and random keys) come from modelc --emit=ir
 
 
 def ir_shapes(ir_text):                    # the parameters and buffers of modelc --emit=ir
@@ -279,19 +264,15 @@ def heads_of(model_text):
     return int(re.search(r"block\(h,\s*heads\s*=\s*(\d+)\)", model_text).group(1))
 
 
-def build(kind, model_text, init, ir_text=None, seed=0):
-    """The model of `kind`; shapes from `init` (modelrun's initial parameters) where given."""
-    shapes = {n: tuple(t.shape) for n, t in init.items()} if init else None
-    if kind in FROM_IR and not shapes:
-        shapes = ir_shapes(ir_text)
+def build(kind, model_text, init, ir_text, seed=0):
+    """The model of `kind`; shapes from `init` (modelrun's initial parameters) where given, else
+    from `ir_text` (modelc --emit=ir, which also gives the random draws' keys)."""
+    shapes = {n: tuple(t.shape) for n, t in init.items()} if init else ir_shapes(ir_text)
     if kind == "fashion_mlp":
-        return FashionMLP(shapes or {"linear.0.w": (784, 256), "linear.0.b": (256,), "linear.1.w": (256, 10),
-                                     "linear.1.b": (10,)})
+        return FashionMLP(shapes)
     if kind == "char_gpt":
-        return CharGPT(shapes or char_gpt_shapes(model_text)[0], heads_of(model_text))
+        return CharGPT(shapes, heads_of(model_text))
     if kind in ("lenet_bn", "resnet"):
-        if not shapes:
-            raise SystemExit(f"torch_reference: {kind} needs --init (its shapes come from modelrun's)")
         return (LeNetBN if kind == "lenet_bn" else ResNet)(shapes)
     if kind == "diabetes":
         return Diabetes(shapes)

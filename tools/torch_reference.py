@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Reference check of modelrun's training against PyTorch (CPU, float32).
 
-Not part of the build or of CI: the project itself needs no Python. This script takes
-the example models of models/ as rebuilt by hand in PyTorch (tools/torch_models.py: same
+Not part of the build or of CI: the project itself needs no Python. This script takes the
+example models of models/ as rebuilt by hand in PyTorch (tools/torch_models.py: same
 parameter names and shapes as modelrun's, random draws from the same Philox stream), loads
-modelrun's initial parameters,
-replays the batches modelrun fed to each step with the same optimizer (torch.optim.AdamW,
-the model's betas/eps/weight_decay, this step's lr from modelrun's metrics) and gradient
-clipping (torch.nn.utils.clip_grad_norm_), and compares the per-step losses.
+modelrun's initial parameters, replays the batches modelrun fed to each step with the same
+optimizer (torch.optim.AdamW, the model's betas/eps/weight_decay, this step's lr from
+modelrun's metrics) and gradient clipping (torch.nn.utils.clip_grad_norm_), and compares
+the per-step losses.
 
   python3 tools/torch_reference.py models/fashion_mlp.model fashion_mlp \\
       --init INIT.safetensors --batches BATCHES.safetensors --metrics METRICS.jsonl [--steps 20]
@@ -34,7 +34,7 @@ import torch
 from safetensors.torch import load_file
 
 import torch_optim  # tools/torch_optim.py: Lion, and the train section's schedules as torch's
-from torch_models import FROM_IR, KINDS, build, synthetic_batch  # tools/torch_models.py: the models
+from torch_models import KINDS, build, synthetic_batch  # tools/torch_models.py: the models
 
 
 # ----------------------------------------------------------------------------------------
@@ -108,10 +108,8 @@ def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-30)
 
 
-def modelc_ir(args, kind):
-    """modelc --emit=ir of the model file, for the kinds whose shapes and random keys it gives."""
-    if kind not in FROM_IR:
-        return None
+def modelc_ir(args):
+    """modelc --emit=ir of the model file: the parameters' shapes and the random draws' keys."""
     r = subprocess.run([args.modelc, args.model_file, "--emit=ir"], capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"torch_reference: {args.modelc} {args.model_file} --emit=ir failed:\n{r.stderr}")
@@ -120,7 +118,7 @@ def modelc_ir(args, kind):
 
 def check(args, kind, model_text, settings):
     init = load_file(args.init)
-    model = build(kind, model_text, init, modelc_ir(args, kind), args.seed)
+    model = build(kind, model_text, init, modelc_ir(args), args.seed)
     names = set(model.names) | set(model.buffer_names)
     if names != set(init):
         raise SystemExit(f"torch_reference: parameter names differ: only ours {sorted(set(init) - names)}, "
@@ -202,7 +200,7 @@ def check(args, kind, model_text, settings):
 
 def bench(args, kind, model_text, settings):
     batch_size = args.batch or settings["batch"]
-    model = build(kind, model_text, None, modelc_ir(args, kind), args.seed)
+    model = build(kind, model_text, None, modelc_ir(args), args.seed)
     with torch.no_grad():
         for n, p in model.named():        # any reasonable values: only the time is measured
             p.normal_(0, 0.02) if p.dim() > 1 else p.fill_(1.0 if n.endswith(".g") else 0.0)
