@@ -71,8 +71,8 @@ SdpaPlan plan_sdpa(const LibCall& c, bool grad) {
   expect_shape(c, q, lead, {p.T, p.D}, "q");
   expect_shape(c, k, lead, {p.S, p.D}, "k");
   expect_shape(c, v, lead, {p.S, p.E}, "v");
-  if (p.D > cuda::kSdpaMaxHead || p.E > cuda::kSdpaMaxHead)
-    c.fail(fmt::format("head sizes {} and {} must be at most {}", p.D, p.E, cuda::kSdpaMaxHead));
+  if (p.D > kSdpaMaxHead || p.E > kSdpaMaxHead)
+    c.fail(fmt::format("head sizes {} and {} must be at most {}", p.D, p.E, kSdpaMaxHead));
   if (p.S == 0 && p.T > 0) c.fail("attends to no keys (k has 0 rows)");
   if (grad) {
     expect_shape(c, c.in(3), lead, {p.T, p.E}, "dout");

@@ -238,6 +238,10 @@ struct OpInfo {
   // It draws random numbers (dropout, rand_like): sema gives each call an int attribute
   // `key` from its place in the model, the Philox stream it draws from.
   bool keyed = false;
+  // In eval mode (passes/mode.cc) the op is its first input (dropout), and these attributes
+  // take these values (fused attention's dropout rate: 0).
+  bool eval_identity = false;
+  Attrs eval_attrs;
   ExpandFn expand;                  // MathKind::Composite: how the call is built from other ops
 };
 
@@ -274,6 +278,8 @@ class OpRegistry {
     Builder& index_operand(IndexOperand o) { info_.index_operands.push_back(std::move(o)); return *this; }
     Builder& moves_values() { info_.moves_values = true; return *this; }
     Builder& keyed() { info_.keyed = true; return *this; }
+    Builder& eval_identity() { info_.eval_identity = true; return *this; }
+    Builder& eval_attr(std::string_view name, AttrValue v) { info_.eval_attrs.set(name, std::move(v)); return *this; }
     Builder& composite(ExpandFn f) { info_.expand = std::move(f); info_.math = MathKind::Composite; return *this; }
 
    private:

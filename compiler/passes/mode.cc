@@ -1,5 +1,7 @@
 #include "compiler/passes/mode.h"
 
+#include "compiler/ir/op_registry.h"
+
 namespace modelc {
 
 Graph specialize_mode(const Graph& g, Mode mode) {
@@ -12,9 +14,13 @@ Graph specialize_mode(const Graph& g, Mode mode) {
     Node& n = out.nodes[id];
     for (Value& v : n.inputs) v = resolve(v);
     if (n.op == OpKind::ModeSelect) as[id] = {n.inputs[mode == Mode::Train ? 0 : 1]};
-    else if (n.op == OpKind::Dropout && mode == Mode::Eval) as[id] = {n.inputs[0]};
-    // Fused attention's dropout is an attribute of its kernels: off in eval.
-    else if (n.op == OpKind::Sdpa && mode == Mode::Eval) n.attrs.set("dropout", 0.0);
+    else if (mode == Mode::Eval) {
+      // What the op's record says it is in eval (dropout: its input; fused attention: its
+      // kernels' dropout rate 0).
+      const OpInfo& info = op_info(n.op);
+      if (info.eval_identity) as[id] = {n.inputs[0]};
+      for (const auto& [name, v] : info.eval_attrs.items()) n.attrs.set(name, v);
+    }
   }
   for (Graph::Output& o : out.outputs) o.value = resolve(o.value);
   for (Graph::Update& u : out.updates) u.value = resolve(u.value);

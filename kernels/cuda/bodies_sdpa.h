@@ -21,11 +21,11 @@
 // (is_causal): query t sees keys s <= t.
 #pragma once
 
+#include "runtime/base/kernel_limits.h"
 #include "runtime/base/philox.h"
 
 namespace modelc::kernels::cuda {
 
-constexpr int64_t kSdpaMaxHead = 256;  // the largest head size (D and E) the kernels take
 constexpr int64_t kSdpaBlock = 32;     // the keys of one online-softmax block
 
 struct SdpaParams {

@@ -18,7 +18,7 @@ if(CUDAToolkit_FOUND AND CUDAToolkit_NVCC_EXECUTABLE)
             -I${PROJECT_SOURCE_DIR} ${MODELC_HAND_KERNELS_DIR}/hand_kernels.cu -o ${hk_ptx}
     DEPENDS ${MODELC_HAND_KERNELS_DIR}/hand_kernels.cu ${MODELC_HAND_KERNELS_DIR}/hand_kernels.def
             ${MODELC_HAND_KERNELS_DIR}/bodies.h ${MODELC_HAND_KERNELS_DIR}/bodies_sdpa.h
-            ${PROJECT_SOURCE_DIR}/runtime/base/philox.h
+            ${PROJECT_SOURCE_DIR}/runtime/base/philox.h ${PROJECT_SOURCE_DIR}/runtime/base/kernel_limits.h
     COMMENT "nvcc: PTX of the hand kernels (kernels/cuda/hand_kernels.cu)"
     VERBATIM)
   add_custom_command(

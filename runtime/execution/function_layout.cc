@@ -167,7 +167,7 @@ void FunctionLayout::lay_out() {
   for (size_t i = 0; i < fn_.instrs.size(); ++i) {
     const Instr& in = fn_.instrs[i];
     // A library op's size table: the run's symbols a keyed op draws with ($seed, $step).
-    const std::string kname = in.kind == Instr::Kind::Codelet ? program_.codelets[in.codelet].name : in.op;
+    const std::string& kname = in.kind == Instr::Kind::Codelet ? program_.codelets[in.codelet].name : in.op;
     sizes_[i].clear();
     for (const SizeExpr& e : in.sizes) {
       int64_t s = unbound_symbol(e, values_);

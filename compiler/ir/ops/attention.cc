@@ -19,15 +19,14 @@
 #include "compiler/ir/grads/grad_util.h"
 #include "compiler/ir/op_examples.h"
 #include "compiler/ir/op_registry.h"
+#include "runtime/base/kernel_limits.h"
 #include "runtime/base/philox.h"
 
 namespace modelc {
 namespace {
 
-constexpr int64_t kMaxHead = 256;  // kernels/cuda/bodies_sdpa.h: kSdpaMaxHead
-
 // Checks q [..., T, D], k [..., S, D], v [..., S, E] of `op` (float, one dtype, rank >= 2,
-// equal leading dims, D and E at most kMaxHead where known).
+// equal leading dims, D and E at most kSdpaMaxHead where known).
 bool check_qkv(InferCtx& c, const char* op, bool f32_only) {
   const TensorType& q = c.input(0);
   const char* names[] = {"q", "k", "v"};
@@ -57,8 +56,8 @@ bool check_qkv(InferCtx& c, const char* op, bool f32_only) {
   }
   for (int i : {0, 2}) {
     const std::optional<int64_t> d = c.input(i).shape.back().as_const();
-    if (d && *d > kMaxHead) {
-      c.fail(fmt::format("{}: head size {} of {} is over the kernels' {}", op, *d, c.input(i).str(), kMaxHead), i);
+    if (d && *d > kSdpaMaxHead) {
+      c.fail(fmt::format("{}: head size {} of {} is over the kernels' {}", op, *d, c.input(i).str(), kSdpaMaxHead), i);
       return false;
     }
   }
@@ -274,7 +273,7 @@ void register_attention_ops(OpRegistry& r) {
                "scaled_dot_product_attention): scale 0 means 1/sqrt(D), causal lets query t see keys s <= t, dropout "
                "drops probabilities in training (Philox); one fused, memory-efficient kernel forward and backward "
                "(no T x S matrix is stored), in f32");
-  r.def(OpKind::Sdpa).internal().signature(sig).keyed().fusion(FusionKind::Opaque).library().infer(infer_sdpa)
+  r.def(OpKind::Sdpa).internal().signature(sig).keyed().eval_attr("dropout", 0.0).fusion(FusionKind::Opaque).library().infer(infer_sdpa)
       .reference([](RefCtx& c) { ref_forward(c, c.out[0], &c.out[1]); }).grad(grad_sdpa)
       .flops([](const Graph& g, const Node& n) { return pair_flops(g, n, 1); })
       .autocast(AutocastPolicy::F32).nonfinite(NonFinite::Superset)

@@ -372,7 +372,7 @@ void register_nn_ops(OpRegistry& r) {
       .index_operand({1, 0, -1, "", "classes (the last dim of the logits)", "ignore_index"})
       .summary("the mean over the positions whose target is not ignore_index of -log_softmax(logits)[target], as "
                "an f32 scalar; targets are i32 with the shape of logits less its last axis");
-  r.def(OpKind::Dropout).signature("x: tensor, p: float = 0.1").fusion(FusionKind::Elementwise).keyed()
+  r.def(OpKind::Dropout).signature("x: tensor, p: float = 0.1").fusion(FusionKind::Elementwise).keyed().eval_identity()
       .infer(infer_dropout).reference(ref_dropout).grad(grads::dropout).examples(dropout_examples)
       .summary("in training, zeroes each element with probability p and scales the rest by 1/(1-p); the identity "
                "in evaluation; the mask comes from a counter-based RNG (Philox) keyed by the seed, the step and "
