@@ -14,7 +14,8 @@ namespace modelc::rt {
 
 std::unique_ptr<Backend> make_backend(const Program& program, std::vector<HostTensor>& persistent, ThreadPool& pool,
                                       const BackendOptions& options, std::string& note) {
-  auto cpu = [&] { return std::make_unique<CpuBackend>(program, persistent, pool, options.arena, options.memory_limit); };
+  auto cpu = [&] { return std::make_unique<CpuBackend>(program, persistent, pool, options.arena, options.memory_limit,
+                                                      options.flush_subnormals); };
   const cuda::DeviceSpec spec = cuda::parse_device(options.device);
   if (spec.kind == cuda::DeviceSpec::Kind::Cpu) return cpu();
   const cuda::Driver& driver = cuda::Driver::instance();

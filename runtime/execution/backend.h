@@ -104,6 +104,8 @@ struct BackendOptions {
   size_t memory_limit = 0;
   // CUDA: let f32 matmuls use TF32 tensor cores.
   bool allow_tf32 = false;
+  // CPU: run with subnormal floats flushed to zero (runtime/device/cpu/float_env.h).
+  bool flush_subnormals = true;
 };
 
 // Chooses where `program` runs by options.device (runtime/device/cuda/device.h) and makes

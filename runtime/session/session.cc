@@ -147,7 +147,8 @@ Session::Session(std::shared_ptr<const Program> program, SessionOptions options)
 void Session::choose_device() {
   backend_ = make_backend(*program_, persistent_, pool_,
                           BackendOptions{.device = options_.device, .arena = options_.arena,
-                                         .memory_limit = options_.memory_limit, .allow_tf32 = options_.allow_tf32},
+                                         .memory_limit = options_.memory_limit, .allow_tf32 = options_.allow_tf32,
+                                         .flush_subnormals = options_.flush_subnormals},
                           device_note_);
 }
 

@@ -68,6 +68,11 @@ struct SessionOptions {
   std::string device = "auto";
   // CUDA: let f32 matmuls use TF32 tensor cores (off by default, as in PyTorch).
   bool allow_tf32 = false;
+  // CPU: flush subnormal floats to zero while a step runs (results below 2^-126 in f32 and
+  // bf16 become +-0, and such operands read as 0), as torch.set_flush_denormal(True) does;
+  // false keeps IEEE gradual underflow. The caller's threads keep their own mode
+  // (docs/precision.md, runtime/device/cpu/float_env.h).
+  bool flush_subnormals = true;
 };
 
 // MemoryUsage (what a session holds, and the most it held at once) is the backend's:

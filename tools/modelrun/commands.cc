@@ -235,6 +235,7 @@ rt::SessionOptions session_options(const CommonOptions& c) {
   so.threads = c.threads;
   so.device = c.device;
   so.allow_tf32 = c.tf32;
+  so.flush_subnormals = c.subnormals == "flush";
   if (!c.memory_limit.empty()) {
     std::optional<int64_t> limit = parse_bytes(c.memory_limit);
     if (!limit || *limit <= 0)

@@ -27,6 +27,7 @@ struct CommonOptions {
   std::optional<std::string> precision;  // --precision fp32|bf16|fp16 (.model files only)
   std::string device = "auto";         // --device auto|cpu|cuda|cuda:N
   bool tf32 = false;                   // --tf32: f32 matmuls on CUDA may use TF32
+  std::string subnormals = "flush";    // --subnormals flush|keep (CPU)
 };
 
 struct TrainOptions {

@@ -305,6 +305,7 @@ std::vector<Row> bench_model(const BenchOptions& o, const std::string& file) {
   for (Variant& x : v) {
     rt::SessionOptions so;
     so.threads = o.common.threads;
+    so.flush_subnormals = o.common.subnormals == "flush";
     so.seed = static_cast<uint64_t>(x.program->train.seed);
     so.total_steps = total;
     x.session = std::make_unique<rt::Session>(x.program, so);

@@ -46,6 +46,11 @@ void add_common(CLI::App* app, modelrun::CommonOptions& c) {
                   "(after CUDA_VISIBLE_DEVICES; docs/gpu.md)")
       ->option_text("DEVICE");
   app->add_flag("--tf32", c.tf32, "on CUDA, let f32 matmuls use TF32 tensor cores (10-bit mantissas, f32 accumulation)");
+  app->add_option("--subnormals", c.subnormals,
+                  "on the CPU, flush subnormal floats (below 2^-126) to zero while steps run (fast; the default), or keep "
+                  "IEEE gradual underflow (docs/precision.md)")
+      ->check(CLI::IsMember({"flush", "keep"}))
+      ->capture_default_str();
   app->add_flag("-q,--quiet", c.quiet, "print only the summary");
   app->add_option("--mem-budget", c.mem_budget,
                   "the peak memory the train step must fit in (8GiB, 512MiB, bytes; overrides the train section's "

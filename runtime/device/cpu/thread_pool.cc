@@ -5,6 +5,8 @@
 #include <atomic>
 #include <exception>
 
+#include "runtime/device/cpu/float_env.h"
+
 namespace modelc::rt {
 
 namespace {
@@ -14,6 +16,7 @@ thread_local bool t_inside_pool = false;  // set while a thread runs a chunk
 struct ThreadPool::Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   int64_t extent = 0, grain = 1, units = 0, chunks = 0;
+  bool flush_subnormals = false;  // the submitting thread's mode, which every chunk runs in
   std::atomic<int64_t> next{0}, finished{0};
   std::mutex error_mu;
   std::exception_ptr error;
@@ -45,6 +48,7 @@ int64_t ThreadPool::chunks_for(int64_t extent, int64_t grain) const {
 void ThreadPool::run_chunks(Job& job) {
   bool was_inside = t_inside_pool;
   t_inside_pool = true;
+  SubnormalScope mode(job.flush_subnormals);
   for (;;) {
     int64_t c = job.next.fetch_add(1);
     if (c >= job.chunks) break;
@@ -116,6 +120,7 @@ void ThreadPool::parallel_for(int64_t extent, int64_t grain, const std::function
   job.grain = grain;
   job.units = (extent + grain - 1) / grain;
   job.chunks = chunks;
+  job.flush_subnormals = subnormals_flushed();
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &job;

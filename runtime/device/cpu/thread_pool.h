@@ -7,7 +7,8 @@
 // executor, runtime/execution/cpu/streams.h) are safe: the first one gets the pool, and a call that
 // finds the pool busy runs the same chunks one after another on its own thread instead of
 // waiting (so the results do not depend on who got the pool). The first exception a chunk
-// throws is rethrown to the caller after every chunk has finished (inline: at once).
+// throws is rethrown to the caller after every chunk has finished (inline: at once). Every
+// chunk runs in the caller's subnormal mode (runtime/device/cpu/float_env.h).
 #pragma once
 
 #include <condition_variable>

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "runtime/base/error.h"
+#include "runtime/device/cpu/float_env.h"
 
 namespace modelc::rt {
 
@@ -22,11 +23,12 @@ class CpuRun final : public BackendRun {
 }  // namespace
 
 CpuBackend::CpuBackend(const Program& program, std::vector<HostTensor>& persistent, ThreadPool& pool, bool arena,
-                       size_t memory_limit)
+                       size_t memory_limit, bool flush_subnormals)
     : program_(program),
       persistent_(persistent),
       pool_(pool),
       arena_(arena),
+      flush_subnormals_(flush_subnormals),
       raw_memory_(memory_limit, "host"),
       memory_("cpu", raw_memory_, events_) {}
 
@@ -44,6 +46,7 @@ std::unique_ptr<BackendRun> CpuBackend::start(const Function& fn, std::span<cons
     if (profiling_) e->set_profiling(true);
     it = executors_.emplace(fn.name, std::move(e)).first;
   }
+  SubnormalScope mode(flush_subnormals_);
   return std::make_unique<CpuRun>(it->second->run(feeds, symbols));
 }
 

@@ -3,7 +3,8 @@
 // store in place and on the caller's thread pool. A run is done when start() returns. The
 // arenas come from the backend's own caching allocator over host memory, capped at
 // BackendOptions::memory_limit; the input peak is the most bytes one run was fed (inputs
-// are read in place, so they are not the allocator's).
+// are read in place, so they are not the allocator's). A run flushes subnormal floats to zero
+// unless the backend was made to keep them; the caller's thread gets its own mode back after.
 #pragma once
 
 #include <map>
@@ -21,7 +22,7 @@ namespace modelc::rt {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(const Program& program, std::vector<HostTensor>& persistent, ThreadPool& pool, bool arena,
-             size_t memory_limit);
+             size_t memory_limit, bool flush_subnormals = true);
   ~CpuBackend() override;
 
   std::unique_ptr<BackendRun> start(const Function& fn, std::span<const HostTensor* const> feeds,
@@ -41,6 +42,7 @@ class CpuBackend final : public Backend {
   std::vector<HostTensor>& persistent_;
   ThreadPool& pool_;
   bool arena_;
+  bool flush_subnormals_;  // each run's subnormal mode (runtime/device/cpu/float_env.h)
   bool profiling_ = false;
   // Declared before the executors, which free their arenas into it.
   HostRawAllocator raw_memory_;

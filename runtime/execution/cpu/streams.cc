@@ -1,6 +1,8 @@
 // The CPU's streams: worker threads, events and error propagation.
 #include "runtime/execution/cpu/streams.h"
 
+#include "runtime/device/cpu/float_env.h"
+
 namespace modelc::rt {
 
 StreamRunner::StreamRunner(uint32_t streams) {
@@ -25,7 +27,10 @@ void StreamRunner::worker_loop(uint32_t stream) {
       if (stop_) return;
       seen = generation_;
     }
-    run_stream(stream);
+    {
+      SubnormalScope mode(flush_subnormals_);
+      run_stream(stream);
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       --running_;
@@ -79,6 +84,7 @@ void StreamRunner::run(const std::vector<std::vector<uint32_t>>& by_stream, cons
     failed_ = false;
     error_ = nullptr;
     running_ = static_cast<uint32_t>(workers_.size());
+    flush_subnormals_ = subnormals_flushed();
     ++generation_;
   }
   cv_.notify_all();

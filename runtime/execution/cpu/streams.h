@@ -5,7 +5,8 @@
 // instruction starts, its thread waits until every event the instruction waits for was
 // recorded; after it finished, the thread records its events (runtime/base/program.h, Function,
 // has the semantics). Kernels inside an instruction still use the ThreadPool, which takes
-// concurrent callers (runtime/device/cpu/thread_pool.h).
+// concurrent callers (runtime/device/cpu/thread_pool.h). Every stream runs in the caller's
+// subnormal mode (runtime/device/cpu/float_env.h).
 //
 // Errors: when an instruction throws, its stream stops and the others stop before their
 // next instruction (a waiter does not wait for events that will never come); run() returns
@@ -55,6 +56,7 @@ class StreamRunner {
   bool failed_ = false;         // guarded by mu_
   std::exception_ptr error_;    // guarded by mu_
   uint64_t generation_ = 0;     // guarded by mu_
+  bool flush_subnormals_ = false;  // the caller's subnormal mode, which the streams run in (guarded by mu_)
   uint32_t running_ = 0;        // workers still in the current run, guarded by mu_
   bool stop_ = false;           // guarded by mu_
 };
