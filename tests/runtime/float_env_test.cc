@@ -12,6 +12,10 @@
 #include <thread>
 
 #include "runtime/execution/cpu/streams.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 #include "tests/runtime/rt_harness.h"
 
 namespace modelc::rt::test {
@@ -53,6 +57,38 @@ TEST(FloatEnv, ScopeFlushesAndRestores) {
   }
   EXPECT_FALSE(subnormals_flushed());
   EXPECT_EQ(observed_mode(), 0);
+}
+
+// An application that set only one of the two bits (x86: FTZ without DAZ) gets exactly that
+// back, and the pool's workers run in it too.
+TEST(FloatEnv, APartialModeIsGivenBackExactly) {
+#if defined(__x86_64__) || defined(__i386__)
+  constexpr unsigned kFtz = 1u << 15, kDaz = 1u << 6;
+  const unsigned before = _mm_getcsr();
+  _mm_setcsr((before & ~kDaz) | kFtz);
+  const unsigned partial = _mm_getcsr() & (kFtz | kDaz);
+  EXPECT_FALSE(subnormals_flushed());
+  {
+    SubnormalScope flush(true);
+    EXPECT_TRUE(subnormals_flushed());
+    SubnormalScope keep(false);
+    EXPECT_EQ(observed_mode(), 0);
+  }
+  EXPECT_EQ(_mm_getcsr() & (kFtz | kDaz), partial);
+  ThreadPool pool(2);
+  std::atomic<int> entered{0};
+  std::vector<unsigned> seen(2, 0);
+  pool.parallel_for(2, 1, [&](int64_t b, int64_t) {
+    entered.fetch_add(1);
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (entered.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    seen[static_cast<size_t>(b)] = _mm_getcsr() & (kFtz | kDaz);
+  });
+  for (unsigned s : seen) EXPECT_EQ(s, partial);
+  _mm_setcsr(before);
+#else
+  GTEST_SKIP() << "the partial mode (FTZ without DAZ) is x86's";
+#endif
 }
 
 TEST(FloatEnv, PoolWorkersTakeTheCallersMode) {

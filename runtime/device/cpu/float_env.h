@@ -11,27 +11,34 @@
 // embedding application's own threads keep their mode.
 #pragma once
 
+#include <cstdint>
+
 namespace modelc::rt {
 
 // False where this build cannot change the mode (then subnormals are always kept).
 bool can_flush_subnormals();
-bool subnormals_flushed();  // this thread's mode
+bool subnormals_flushed();  // this thread's mode: true when results and operands are both flushed
 void set_subnormals_flushed(bool flush);
 
-// Sets this thread's mode for the scope's life and restores the previous one after.
+// This thread's subnormal control bits as they are (an application may have set one of the
+// two), to be given back exactly or to another thread.
+struct SubnormalState {
+  uint64_t bits = 0;
+};
+SubnormalState subnormal_state();
+void set_subnormal_state(SubnormalState s);
+
+// Sets this thread's mode for the scope's life, and then gives back the bits it found.
 class SubnormalScope {
  public:
-  explicit SubnormalScope(bool flush) : saved_(subnormals_flushed()) {
-    if (flush != saved_) set_subnormals_flushed(flush);
-  }
-  ~SubnormalScope() {
-    if (subnormals_flushed() != saved_) set_subnormals_flushed(saved_);
-  }
+  explicit SubnormalScope(bool flush) : saved_(subnormal_state()) { set_subnormals_flushed(flush); }
+  explicit SubnormalScope(SubnormalState s) : saved_(subnormal_state()) { set_subnormal_state(s); }
+  ~SubnormalScope() { set_subnormal_state(saved_); }
   SubnormalScope(const SubnormalScope&) = delete;
   SubnormalScope& operator=(const SubnormalScope&) = delete;
 
  private:
-  bool saved_;
+  SubnormalState saved_;
 };
 
 }  // namespace modelc::rt

@@ -16,7 +16,7 @@ thread_local bool t_inside_pool = false;  // set while a thread runs a chunk
 struct ThreadPool::Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   int64_t extent = 0, grain = 1, units = 0, chunks = 0;
-  bool flush_subnormals = false;  // the submitting thread's mode, which every chunk runs in
+  SubnormalState subnormals;  // the submitting thread's subnormal mode, which every chunk runs in
   std::atomic<int64_t> next{0}, finished{0};
   std::mutex error_mu;
   std::exception_ptr error;
@@ -48,7 +48,7 @@ int64_t ThreadPool::chunks_for(int64_t extent, int64_t grain) const {
 void ThreadPool::run_chunks(Job& job) {
   bool was_inside = t_inside_pool;
   t_inside_pool = true;
-  SubnormalScope mode(job.flush_subnormals);
+  SubnormalScope mode(job.subnormals);
   for (;;) {
     int64_t c = job.next.fetch_add(1);
     if (c >= job.chunks) break;
@@ -120,7 +120,7 @@ void ThreadPool::parallel_for(int64_t extent, int64_t grain, const std::function
   job.grain = grain;
   job.units = (extent + grain - 1) / grain;
   job.chunks = chunks;
-  job.flush_subnormals = subnormals_flushed();
+  job.subnormals = subnormal_state();
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &job;

@@ -1,8 +1,6 @@
 // The CPU's streams: worker threads, events and error propagation.
 #include "runtime/execution/cpu/streams.h"
 
-#include "runtime/device/cpu/float_env.h"
-
 namespace modelc::rt {
 
 StreamRunner::StreamRunner(uint32_t streams) {
@@ -28,7 +26,7 @@ void StreamRunner::worker_loop(uint32_t stream) {
       seen = generation_;
     }
     {
-      SubnormalScope mode(flush_subnormals_);
+      SubnormalScope mode(subnormals_);
       run_stream(stream);
     }
     {
@@ -84,7 +82,7 @@ void StreamRunner::run(const std::vector<std::vector<uint32_t>>& by_stream, cons
     failed_ = false;
     error_ = nullptr;
     running_ = static_cast<uint32_t>(workers_.size());
-    flush_subnormals_ = subnormals_flushed();
+    subnormals_ = subnormal_state();
     ++generation_;
   }
   cv_.notify_all();

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/device/cpu/float_env.h"
 #include "runtime/execution/streams.h"
 
 namespace modelc::rt {
@@ -56,7 +57,7 @@ class StreamRunner {
   bool failed_ = false;         // guarded by mu_
   std::exception_ptr error_;    // guarded by mu_
   uint64_t generation_ = 0;     // guarded by mu_
-  bool flush_subnormals_ = false;  // the caller's subnormal mode, which the streams run in (guarded by mu_)
+  SubnormalState subnormals_;   // the caller's subnormal mode, which the streams run in (guarded by mu_)
   uint32_t running_ = 0;        // workers still in the current run, guarded by mu_
   bool stop_ = false;           // guarded by mu_
 };
