@@ -17,7 +17,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-
 def is_buffer(name):
     return name.endswith((".running_mean", ".running_var"))
 
@@ -34,6 +33,9 @@ class Flat(nn.Module):
 
     def __getitem__(self, name):
         return self.bufs[name] if is_buffer(name) else self.p[self.index[name]]
+
+    def numbered(self, prefix):            # the i of the parameters named PREFIX.i...., in order
+        return sorted({int(n.split(".")[1]) for n in self.names if n.startswith(prefix + ".")})
 
     def named(self):                       # the trained parameters
         return [(n, self[n]) for n in self.names]
@@ -77,10 +79,9 @@ class ResNet(Flat):                        # models/resnet.model (residual_block
 
     def loss(self, images, labels):
         h = torch.relu(self.batchnorm(self.conv(images, "conv.0", padding=1), "batchnorm2d.0"))
-        blocks = sorted({int(n.split(".")[1]) for n in self.names if n.startswith("residual_block.")})
-        for i in blocks:
-            shortcut = self.index.get(f"residual_block.{i}.conv.2.w")
-            stride = 2 if shortcut is not None and self[f"residual_block.{i}.conv.2.w"].shape[0] != h.shape[1] else 1
+        for i in self.numbered("residual_block"):
+            shortcut = f"residual_block.{i}.conv.2.w"
+            stride = 2 if shortcut in self.index and self[shortcut].shape[0] != h.shape[1] else 1
             h = self.block(h, f"residual_block.{i}", stride)
         return F.cross_entropy(self.linear(h.mean((2, 3)), "linear.0"), labels.long())
 
@@ -94,14 +95,16 @@ class FashionMLP(Flat):
         return F.cross_entropy(logits, labels.long())
 
 
-class CharGPT(Flat):
+class Transformer(Flat):                   # a character model of blocks block.0, block.1, ... and `heads` heads
     inputs = ("tokens", "targets")
 
     def __init__(self, shapes, heads):
         super().__init__(shapes)
         self.heads = heads
-        self.blocks = sorted({int(n.split(".")[1]) for n in shapes if n.startswith("block.")})
+        self.blocks = self.numbered("block")
 
+
+class CharGPT(Transformer):                # models/char_gpt.model
     def norm(self, x, prefix):              # def norm: layer_norm(x, g, b), eps 1e-5
         C = x.shape[-1]
         return F.layer_norm(x, (C,), self[prefix + ".g"], self[prefix + ".b"], eps=1e-5)
@@ -210,14 +213,7 @@ class VAE(Flat):                           # models/vae.model
         return recon + kl
 
 
-class LlamaChar(Flat):                     # models/llama_char.model (rmsnorm, rope, swiglu of lib/nn.model)
-    inputs = ("tokens", "targets")
-
-    def __init__(self, shapes, heads):
-        super().__init__(shapes)
-        self.heads = heads
-        self.blocks = sorted({int(n.split(".")[1]) for n in shapes if n.startswith("block.")})
-
+class LlamaChar(Transformer):              # models/llama_char.model (rmsnorm, rope, swiglu of lib/nn.model)
     def rmsnorm(self, x, prefix):
         return F.rms_norm(x, (x.shape[-1],), self[prefix + ".g"], eps=1e-6)
 
@@ -252,9 +248,6 @@ class LlamaChar(Flat):                     # models/llama_char.model (rmsnorm, r
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.long().reshape(-1))
 
 
-KINDS = ("fashion_mlp", "char_gpt", "lenet_bn", "resnet", "diabetes", "vae", "llama_char")
-
-
 def ir_shapes(ir_text):                    # the parameters and buffers of modelc --emit=ir
     return {name: tuple(int(d) for d in dims.split(",")) if dims else ()
             for name, dims in re.findall(r'= (?:param|state) "([^"]+)" : \w+\[([\d,]*)\]', ir_text)}
@@ -264,23 +257,26 @@ def heads_of(model_text):
     return int(re.search(r"block\(h,\s*heads\s*=\s*(\d+)\)", model_text).group(1))
 
 
+# Each kind's model from (shapes, the .model text, modelc --emit=ir, the run's seed).
+MODELS = {
+    "fashion_mlp": lambda shapes, text, ir, seed: FashionMLP(shapes),
+    "char_gpt": lambda shapes, text, ir, seed: CharGPT(shapes, heads_of(text)),
+    "lenet_bn": lambda shapes, text, ir, seed: LeNetBN(shapes),
+    "resnet": lambda shapes, text, ir, seed: ResNet(shapes),
+    "diabetes": lambda shapes, text, ir, seed: Diabetes(shapes),
+    "vae": lambda shapes, text, ir, seed: VAE(shapes, seed, randn_keys(ir)),
+    "llama_char": lambda shapes, text, ir, seed: LlamaChar(shapes, heads_of(text)),
+}
+KINDS = tuple(MODELS)
+
+
 def build(kind, model_text, init, ir_text, seed=0):
     """The model of `kind`; shapes from `init` (modelrun's initial parameters) where given, else
     from `ir_text` (modelc --emit=ir, which also gives the random draws' keys)."""
+    if kind not in MODELS:
+        raise SystemExit(f"torch_reference: unknown model kind {kind}")
     shapes = {n: tuple(t.shape) for n, t in init.items()} if init else ir_shapes(ir_text)
-    if kind == "fashion_mlp":
-        return FashionMLP(shapes)
-    if kind == "char_gpt":
-        return CharGPT(shapes, heads_of(model_text))
-    if kind in ("lenet_bn", "resnet"):
-        return (LeNetBN if kind == "lenet_bn" else ResNet)(shapes)
-    if kind == "diabetes":
-        return Diabetes(shapes)
-    if kind == "vae":
-        return VAE(shapes, seed, randn_keys(ir_text))
-    if kind == "llama_char":
-        return LlamaChar(shapes, heads_of(model_text))
-    raise SystemExit(f"torch_reference: unknown model kind {kind}")
+    return MODELS[kind](shapes, model_text, ir_text, seed)
 
 
 def synthetic_batch(kind, model_text, batch):

@@ -40,6 +40,15 @@ int observed_mode() {
   return ftz && daz ? 1 : !ftz && !daz ? 0 : -1;
 }
 
+// Called by each of `chunks` chunks of one parallel_for: holds the chunk until every chunk has
+// started (or five seconds have passed), so that the chunks run on several threads rather
+// than all on the caller's.
+void wait_for_all(std::atomic<int>& entered, int chunks) {
+  entered.fetch_add(1);
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (entered.load() < chunks && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+}
+
 TEST(FloatEnv, ScopeFlushesAndRestores) {
   if (!can_flush_subnormals()) GTEST_SKIP() << "this build cannot change the subnormal mode on this architecture";
   SubnormalScope outer(false);
@@ -79,9 +88,7 @@ TEST(FloatEnv, APartialModeIsGivenBackExactly) {
   std::atomic<int> entered{0};
   std::vector<unsigned> seen(2, 0);
   pool.parallel_for(2, 1, [&](int64_t b, int64_t) {
-    entered.fetch_add(1);
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (entered.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    wait_for_all(entered, 2);
     seen[static_cast<size_t>(b)] = _mm_getcsr() & (kFtz | kDaz);
   });
   for (unsigned s : seen) EXPECT_EQ(s, partial);
@@ -102,11 +109,7 @@ TEST(FloatEnv, PoolWorkersTakeTheCallersMode) {
     std::set<std::thread::id> threads;
     std::vector<int> seen(4, -2);
     pool.parallel_for(4, 1, [&](int64_t b, int64_t e) {
-      // Hold each chunk until every chunk has started (or five seconds have passed), so that
-      // the chunks run on several threads rather than all on the caller's.
-      entered.fetch_add(1);
-      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (entered.load() < 4 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      wait_for_all(entered, 4);
       std::lock_guard<std::mutex> lock(mu);
       threads.insert(std::this_thread::get_id());
       for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)] = observed_mode();

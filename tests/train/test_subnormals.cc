@@ -5,9 +5,9 @@
 // tests/runtime/float_env_test.cc.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <string>
@@ -35,18 +35,17 @@ struct Counts {
   int64_t zero_under = 0, zero_doubled = 0;
 };
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
+uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
 
 // Runs the model with the session's mode `flush` from a caller in mode `caller_flush`. The
 // results are checked by their bits outside the caller's scope: a flushing thread reads a
 // subnormal as 0 in any comparison.
 Counts run(bool flush, bool caller_flush) {
-  auto p = compile_model_text("tiny", kModel);
-  if (!p) return {};
+  static const std::shared_ptr<rt::Program> p = compile_model_text("tiny", kModel);  // once for every run
+  if (!p) {
+    ADD_FAILURE() << "the model did not compile";
+    return {};
+  }
   rt::Session s(p, {.threads = 4, .flush_subnormals = flush});
   rt::HostTensor x(rt::ElemType::F32, {kN}), sub(rt::ElemType::F32, {kN});
   const float tiny = std::numeric_limits<float>::denorm_min() * 1000.0f;  // about 1.4e-42
