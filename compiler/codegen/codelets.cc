@@ -1,18 +1,18 @@
 // The kernel compiler's host path: which ops it handles, emission of a body and its host
-// loop per node, and compilation with ORC LLJIT (O3 with the loop and SLP vectorizers, for
-// the host CPU and its features).
+// loop per node, kernels with identical host code shared (share_identical, share_body), the
+// optimisation pipeline (O3 with the loop and SLP vectorizers, for the host CPU and its
+// features) and the compiled object loaded with ORC LLJIT (finish).
 #include "compiler/codegen/codelets.h"
 
-#include <mutex>
+#include <algorithm>
 
 #include <fmt/format.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
-#include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
-#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
@@ -32,6 +32,26 @@ void check(llvm::Error e, const char* what) {
   if (e) throw InternalError(fmt::format("kernel compiler: {}: {}", what, llvm::toString(std::move(e))));
 }
 
+// The functions `entry` calls, directly or not, that the module defines (entry first, then
+// in the order they are met); false when any of them references a global other than a
+// function: their text is then all there is to their code.
+bool reachable(llvm::Function* entry, std::vector<llvm::Function*>& fns) {
+  fns = {entry};
+  for (size_t i = 0; i < fns.size(); ++i)
+    for (const llvm::BasicBlock& bb : *fns[i])
+      for (const llvm::Instruction& in : bb)
+        for (const llvm::Value* op : in.operands()) {
+          const auto* gv = llvm::dyn_cast<llvm::GlobalValue>(op);
+          if (!gv) continue;
+          auto* callee = const_cast<llvm::Function*>(llvm::dyn_cast<llvm::Function>(gv));
+          if (!callee) return false;
+          if (!callee->isDeclaration() && std::find(fns.begin(), fns.end(), callee) == fns.end()) fns.push_back(callee);
+        }
+  return true;
+}
+
+}  // namespace
+
 std::string function_text(const llvm::Function* f) {
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -39,7 +59,45 @@ std::string function_text(const llvm::Function* f) {
   return s;
 }
 
-}  // namespace
+// `text` with every occurrence of `name` replaced by "@@".
+std::string without_name(const std::string& text, const std::string& name) {
+  std::string key;
+  for (size_t pos = 0;;) {
+    const size_t at = text.find(name, pos);
+    key.append(text, pos, at == std::string::npos ? std::string::npos : at - pos);
+    if (at == std::string::npos) return key;
+    key += "@@";
+    pos = at + name.size();
+  }
+}
+
+llvm::Function* share_body(CodeletCompiler::Impl& im, llvm::Function* body) {
+  std::vector<llvm::Function*> fns;
+  if (!reachable(body, fns) || fns.size() != 1) return body;
+  auto [it, inserted] = im.bodies_by_text.emplace(without_name(function_text(body), body->getName().str()), body);
+  if (inserted) return body;
+  body->eraseFromParent();
+  return it->second;
+}
+
+std::optional<uint32_t> share_identical(CodeletCompiler::Impl& im, const std::string& name, llvm::Function* entry) {
+  std::vector<llvm::Function*> fns;
+  if (!reachable(entry, fns)) return std::nullopt;
+  std::string text;
+  for (const llvm::Function* f : fns) text += function_text(f);
+  // The kernel's own name replaced (its functions' names start with it; a function it
+  // shares with an earlier kernel keeps that kernel's name, which the same code calls too).
+  auto [it, inserted] = im.by_text.emplace(without_name(text, name), static_cast<uint32_t>(im.codelets.size()));
+  if (inserted) return std::nullopt;
+  llvm::Function* target = im.module->getFunction(im.codelets.at(it->second).symbol);
+  if (!target) throw InternalError(fmt::format("kernel compiler: kernel {} has no host function", it->second));
+  entry->eraseFromParent();
+  for (size_t k = 1; k < fns.size(); ++k)  // callers before callees; what an earlier kernel calls stays
+    if (fns[k]->use_empty()) fns[k]->eraseFromParent();
+  llvm::GlobalAlias::create(target->getFunctionType(), 0, llvm::GlobalValue::ExternalLinkage, name, target,
+                            im.module.get());
+  return it->second;
+}
 
 void optimize_module(llvm::Module& m, llvm::TargetMachine* tm, bool libmvec, bool vectorize) {
   llvm::PipelineTuningOptions pto;
@@ -154,20 +212,49 @@ llvm::Function* emit_host_wrapper(llvm::Module& m, llvm::Function* body, const s
   return f;
 }
 
+// The loop over a segment's work items with its own tables: a function of its own, shared
+// by the segments with the same body and split, and not inlined (the body is compiled once).
+llvm::Function* segment_loop(llvm::Module& m, const Segment& s) {
+  std::string name = s.body->getName().str() + ".loop";
+  if (s.split) name += fmt::format("_{}_{}", s.split->constant, s.split->slot);
+  if (llvm::Function* f = m.getFunction(name)) return f;
+  llvm::Function* f = emit_host_wrapper(m, s.body, name, s.split);
+  f->setLinkage(llvm::GlobalValue::InternalLinkage);
+  f->addFnAttr(llvm::Attribute::NoInline);
+  return f;
+}
+
 llvm::Function* emit_host_horizontal(llvm::Module& m, const std::string& name, const std::vector<Segment>& segments) {
   llvm::IRBuilder<> b(m.getContext());
   llvm::Function* f = declare_kernel_entry(m, name);
   llvm::Value *buffers = f->getArg(0), *sizes = f->getArg(1), *begin = f->getArg(2), *end = f->getArg(3);
   b.SetInsertPoint(llvm::BasicBlock::Create(m.getContext(), "entry", f));
   llvm::Type* i64 = b.getInt64Ty();
-  llvm::Value* off = b.getInt64(0);
+  llvm::Type* ptr = b.getPtrTy();
+  // Every segment's tables first, in the entry block (the loops add blocks).
+  std::vector<std::pair<llvm::Value*, llvm::Value*>> tables;
   for (const Segment& s : segments) {
+    if (s.buffers.empty()) {
+      tables.emplace_back(buffers, sizes);
+      continue;
+    }
+    llvm::Value* local = b.CreateAlloca(llvm::ArrayType::get(ptr, s.buffers.size()), nullptr, "segment.buffers");
+    for (size_t k = 0; k < s.buffers.size(); ++k) {
+      llvm::Value* p = b.CreateLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, buffers, s.buffers[k]));
+      b.CreateStore(p, b.CreateConstInBoundsGEP1_64(ptr, local, k));
+    }
+    tables.emplace_back(local, b.CreateConstInBoundsGEP1_64(i64, sizes, s.size_base, "segment.sizes"));
+  }
+  llvm::Value* off = b.getInt64(0);
+  for (size_t k = 0; k < segments.size(); ++k) {
+    const Segment& s = segments[k];
     llvm::Value* n = b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, sizes, s.extent_slot), "segment");
     llvm::Value* lo = b.CreateSub(begin, off);
     lo = b.CreateSelect(b.CreateICmpSLT(lo, b.getInt64(0)), b.getInt64(0), lo);
     llvm::Value* hi = b.CreateSub(end, off);
     hi = b.CreateSelect(b.CreateICmpSLT(hi, n), hi, n);
-    emit_host_loop(b, s.body, buffers, sizes, lo, hi, s.split);
+    if (s.buffers.empty()) emit_host_loop(b, s.body, buffers, sizes, lo, hi, s.split);
+    else b.CreateCall(segment_loop(m, s), {tables[k].first, tables[k].second, lo, hi});
     off = b.CreateAdd(off, n);
   }
   b.CreateRetVoid();
@@ -207,7 +294,7 @@ EmittedCodelet CodeletCompiler::emit(const Graph& g, NodeId id, const EmitOption
 }
 
 std::string CodeletCompiler::module_text() const {
-  if (impl_->finished) return impl_->final_text;
+  if (impl_->sealed()) return impl_->final_text;
   std::string s;
   llvm::raw_string_ostream os(s);
   impl_->module->print(os, nullptr);
@@ -225,11 +312,7 @@ std::string CodeletCompiler::gpu_module_text() const {
 std::vector<rt::CodeletDesc> CodeletCompiler::finish(std::shared_ptr<void>& code) {
   Impl& im = *impl_;
   if (im.finished) throw InternalError("kernel compiler: finish() called twice");
-  static std::once_flag init;
-  std::call_once(init, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-  });
+  const std::string& object = host_object(im);
   std::vector<rt::CodeletDesc> out;
   for (const Impl::Codelet& k : im.codelets) {
     rt::CodeletDesc d;
@@ -237,18 +320,14 @@ std::vector<rt::CodeletDesc> CodeletCompiler::finish(std::shared_ptr<void>& code
     d.nodes = k.nodes;
     d.gpu_mapping = k.gpu_mapping;
     d.gpu_block = k.gpu_block;
-    d.source = function_text(k.body) + "\n" + function_text(im.module->getFunction(k.name));
+    d.source = k.source;
     out.push_back(std::move(d));
   }
-  im.final_text = module_text();
   im.finished = true;
   im.gpu_module.reset();
 
-  auto jtmb = checked(llvm::orc::JITTargetMachineBuilder::detectHost(), "host detection");
-  jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
-  std::unique_ptr<llvm::TargetMachine> tm = checked(jtmb.createTargetMachine(), "host target machine");
-  im.module->setDataLayout(tm->createDataLayout());
-  im.module->setTargetTriple(tm->getTargetTriple().str());
+  llvm::orc::JITTargetMachineBuilder jtmb = host_machine_builder();
+  const bool veclib = libmvec_available(jtmb.getTargetTriple());
   std::unique_ptr<llvm::orc::LLJIT> jit =
       checked(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(), "LLJIT");
   // libm (expf, tanhf, erff, powf, ...) from the process, and glibc's vector math library
@@ -256,16 +335,10 @@ std::vector<rt::CodeletDesc> CodeletCompiler::finish(std::shared_ptr<void>& code
   const char prefix = jit->getDataLayout().getGlobalPrefix();
   jit->getMainJITDylib().addGenerator(
       checked(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix), "process symbols"));
-  auto mvec = llvm::orc::DynamicLibrarySearchGenerator::Load("libmvec.so.1", prefix);
-  const bool veclib = static_cast<bool>(mvec) && tm->getTargetTriple().getArch() == llvm::Triple::x86_64;
-  if (veclib) jit->getMainJITDylib().addGenerator(std::move(*mvec));
-  else llvm::consumeError(mvec.takeError());
-
-  std::string err;
-  llvm::raw_string_ostream os(err);
-  if (llvm::verifyModule(*im.module, &os)) throw InternalError("kernel compiler: invalid module: " + err);
-  optimize_module(*im.module, tm.get(), veclib);
-  check(jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(im.module), im.tsc)), "adding the module");
+  if (veclib)
+    jit->getMainJITDylib().addGenerator(
+        checked(llvm::orc::DynamicLibrarySearchGenerator::Load("libmvec.so.1", prefix), "libmvec"));
+  check(jit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, "modelc_kernels.o")), "adding the kernels");
   for (rt::CodeletDesc& d : out)
     d.host = checked(jit->lookup(d.name), "kernel lookup").toPtr<rt::HostCodeletFn>();
   code = std::shared_ptr<llvm::orc::LLJIT>(std::move(jit));

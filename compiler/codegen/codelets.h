@@ -80,10 +80,12 @@ class CodeletCompiler {
   // every group's inputs in order, then every group's outputs in order.
   EmittedCodelet emit_horizontal(const Graph& g, const std::vector<const FusionGroup*>& groups,
                                 const std::vector<bool>& inlined, const EmitOptions& options = {});
-  // Compiles everything emitted with ORC LLJIT for the host (O3, vectorized, host CPU and
-  // features), returns the kernels in order (name, host fn pointer, IR text, GPU launch
-  // shape) and stores the owner of the machine code (the LLJIT) in `code`. The compiler is
-  // spent afterwards.
+  // Compiles everything emitted for the host (O3, vectorized, host CPU and features; or
+  // takes the machine code from the compiled-code cache, compiler/codegen/code_cache.h),
+  // links it with ORC LLJIT, returns the kernels in order (name, host fn pointer, IR text,
+  // GPU launch shape) and stores the owner of the machine code (the LLJIT) in `code`. The
+  // compiler is spent afterwards. Kernels whose host code is identical share one
+  // definition (each keeps its name).
   std::vector<rt::CodeletDesc> finish(std::shared_ptr<void>& code);
   std::string module_text() const;  // the LLVM IR of everything emitted so far
   // The GPU flavour's LLVM IR (before libdevice and optimisation; what ptx() compiles);
@@ -98,14 +100,17 @@ class CodeletCompiler {
   // for another target.
   std::string ptx(const std::string& sm = "sm_80") const;
 
-  // The host kernels as a shared object (compiler/codegen/object.cc): the module optimised
-  // as finish() does, emitted as an object file by LLVM and linked by the system linker;
-  // returns the bytes of the .so, whose exported symbols are the kernels' names. Call
-  // before finish().
-  std::string shared_object() const;
+  // The host kernels as a shared object (compiler/codegen/object.cc): the object finish()
+  // loads (compiled once for both), linked by the system linker; returns the bytes of the
+  // .so, whose exported symbols are the kernels' names. Call before finish(); no kernel can
+  // be emitted afterwards.
+  std::string shared_object();
+
+  // The compiler's state (compiler/codegen/codelets_impl.h: the kernel compiler's own files
+  // only).
+  struct Impl;
 
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -182,13 +182,6 @@ class GroupEmitter {
   std::map<std::pair<NodeId, llvm::Value*>, llvm::Value*> memo_;
 };
 
-std::string function_text(const llvm::Function* f) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  f->print(os);
-  return s;
-}
-
 void verify(const std::string& name, llvm::Function* body, llvm::Function* wrapper) {
   std::string err;
   llvm::raw_string_ostream os(err);
@@ -201,7 +194,7 @@ void verify(const std::string& name, llvm::Function* body, llvm::Function* wrapp
 EmittedCodelet CodeletCompiler::emit_group(const Graph& g, const FusionGroup& grp, const std::vector<bool>& inlined,
                                          const EmitOptions& options) {
   Impl& im = *impl_;
-  if (im.finished) throw InternalError("kernel compiler: emit() after finish()");
+  if (im.sealed()) throw InternalError("kernel compiler: emit() after the host code was compiled");
   if (grp.kind == FusionGroup::Kind::Library) throw InternalError("kernel compiler: a library group has no kernel");
   for (NodeId id : grp.nodes)
     if (!handles(g, id)) throw InternalError(fmt::format("kernel compiler: no kernel for node {} ({})", id, op_name(g.node(id).op)));
@@ -224,8 +217,12 @@ EmittedCodelet CodeletCompiler::emit_group(const Graph& g, const FusionGroup& gr
     llvm::Function* host = emit_host_wrapper(*im.module, kb.fn, name, kb.split());
     verify(name, kb.fn, host);
     Impl::Codelet k;
-    k.name = name;
+    k.name = k.symbol = name;
     k.body = kb.fn;
+    if (std::optional<uint32_t> same = share_identical(im, name, host)) {
+      k.symbol = im.codelets.at(*same).symbol;
+      k.body = im.codelets.at(*same).body;
+    }
     const GpuShape shape = choose_gpu_shape(g, grp, plan, phase);
     k.gpu_mapping = shape.block_mapped ? rt::GpuMapping::Block : rt::GpuMapping::Thread;
     k.gpu_block = shape.block;
@@ -257,7 +254,7 @@ EmittedCodelet CodeletCompiler::emit_group(const Graph& g, const FusionGroup& gr
 EmittedCodelet CodeletCompiler::emit_horizontal(const Graph& g, const std::vector<const FusionGroup*>& groups,
                                               const std::vector<bool>& inlined, const EmitOptions& options) {
   Impl& im = *impl_;
-  if (im.finished) throw InternalError("kernel compiler: emit() after finish()");
+  if (im.sealed()) throw InternalError("kernel compiler: emit() after the host code was compiled");
   size_t inputs = 0;
   uint32_t nodes = 0;
   for (const FusionGroup* grp : groups) {
@@ -281,8 +278,10 @@ EmittedCodelet CodeletCompiler::emit_horizontal(const Graph& g, const std::vecto
     out_base += grp->outputs.size();
     maps.push_back(std::move(map));
   }
-  // One size table for every segment of both flavours: each body is seeded with the slots
-  // before it; the segments' extents follow the host bodies' slots.
+  // One size table for every segment of both flavours: the host bodies' own slots one
+  // after the other (each body reads its tables from its first slot and buffer, so that
+  // alike segments share one body), then the segments' extents; each GPU body is seeded
+  // with every slot before it.
   std::vector<rt::SizeExpr> sizes;
   std::vector<Segment> host, gpu;
   rt::SizeExpr total;
@@ -290,12 +289,11 @@ EmittedCodelet CodeletCompiler::emit_horizontal(const Graph& g, const std::vecto
   for (size_t s = 0; s < groups.size(); ++s) {
     CodeletBuilder kb(*im.module, im.symbols, fmt::format("{}.body{}", name, s));
     kb.training = options.training;
-    kb.buffer_map = maps[s];
-    kb.seed_sizes(sizes);
     extents.push_back(GroupEmitter(kb, g, *groups[s], ReducePhase::Whole, ReducePlan{}).emit());
     kb.finish();
-    host.push_back(Segment{kb.fn, kb.split(), 0});
-    sizes = std::move(kb.sizes);
+    Segment seg{share_body(im, kb.fn), kb.split(), 0, maps[s], sizes.size()};
+    sizes.insert(sizes.end(), kb.sizes.begin(), kb.sizes.end());
+    host.push_back(std::move(seg));
   }
   for (size_t s = 0; s < groups.size(); ++s) {
     host[s].extent_slot = sizes.size();
@@ -305,8 +303,12 @@ EmittedCodelet CodeletCompiler::emit_horizontal(const Graph& g, const std::vecto
   llvm::Function* wrapper = emit_host_horizontal(*im.module, name, host);
   for (const Segment& seg : host) verify(name, seg.body, wrapper);
   Impl::Codelet k;
-  k.name = name;
+  k.name = k.symbol = name;
   k.body = host.front().body;
+  if (std::optional<uint32_t> same = share_identical(im, name, wrapper)) {
+    k.symbol = im.codelets.at(*same).symbol;
+    k.body = im.codelets.at(*same).body;
+  }
   k.gpu_mapping = rt::GpuMapping::Thread;
   k.gpu_block = 256;
   k.nodes = nodes;

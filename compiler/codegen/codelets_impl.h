@@ -3,13 +3,17 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include "compiler/codegen/code_cache.h"
 #include "compiler/codegen/codelet_emit.h"
 #include "compiler/codegen/codelets.h"
 
@@ -24,15 +28,56 @@ struct CodeletCompiler::Impl {
   std::unique_ptr<llvm::Module> gpu_module;  // the GPU flavour (nvptx64), when wanted
   struct Codelet {
     std::string name;     // the host entry point (and the GPU kernel's name)
+    // The host function that defines it: `name`, or for a kernel whose host code is
+    // identical to an earlier one's (share_identical) that one's, `name` an alias of it.
+    std::string symbol;
     llvm::Function* body;  // host flavour: void(i64 i, ptr buffers, ptr sizes, i64 row, i64 col)
     rt::GpuMapping gpu_mapping = rt::GpuMapping::Thread;
     uint32_t gpu_block = 256;  // threads per block
     uint32_t nodes = 1;    // IR nodes fused into it
+    std::string source;    // the body's and the entry's IR, kept when the module is compiled
   };
   std::vector<Codelet> codelets;
+  // The host code of each defining kernel, its own name replaced: the key that finds an
+  // identical kernel (the blocks of a transformer emit the same kernels again).
+  std::unordered_map<std::string, uint32_t> by_text;
+  std::unordered_map<std::string, llvm::Function*> bodies_by_text;  // share_body's
+  CodeCache cache = CodeCache::from_environment();
+  // The host module compiled to a relocatable object (host_object); the module is then
+  // optimised and takes no more kernels.
+  std::optional<std::string> object;
   bool finished = false;
-  std::string final_text;  // module_text() once finish() took the module
+  std::string final_text;  // module_text() once the module was compiled
+  bool sealed() const { return finished || object.has_value(); }
 };
+
+// The printed IR of a function.
+std::string function_text(const llvm::Function* f);
+
+// When the host kernel `name` just emitted (its entry and the functions it calls) is
+// identical, up to its name, to an earlier kernel's, removes the new functions, makes `name`
+// an alias of the earlier entry and returns the earlier kernel's index (its symbol and body
+// are the new kernel's); else records it and returns nullopt. Only the host module is
+// shared: each GPU kernel keeps its own definition.
+std::optional<uint32_t> share_identical(CodeletCompiler::Impl& im, const std::string& name, llvm::Function* entry);
+
+// An earlier body of the host module identical to `body` up to its name (and then `body`
+// removed), else `body`, recorded.
+llvm::Function* share_body(CodeletCompiler::Impl& im, llvm::Function* body);
+
+// The host module optimised (O3, vectorised, for the host CPU and its features) and emitted
+// as a relocatable position-independent object, or that object from im.cache when an entry
+// has the same code_key; computed once (compiler/codegen/object.cc). Keeps every kernel's
+// source and the module's text first. Both finish() (through LLJIT) and shared_object()
+// (through the system linker) use this object.
+const std::string& host_object(CodeletCompiler::Impl& im);
+// The host as both paths compile for it: its CPU and features, CodeGenOptLevel::Aggressive.
+llvm::orc::JITTargetMachineBuilder host_machine_builder();
+// The GNU build id (hex) of the binary that contains this compiler; when it has none, its
+// path, size and modification time. Part of every code_key.
+const std::string& compiler_build_id();
+// Whether the host code may call glibc's vector math library (x86-64, libmvec.so.1 loads).
+bool libmvec_available(const llvm::Triple& triple);
 
 // The O3 pipeline with the loop and SLP vectorizers (unless !vectorize), tuned for `tm`;
 // with `libmvec`, loops over llvm.exp/log/pow/... may call glibc's vector math functions
@@ -60,9 +105,14 @@ struct Segment {
   llvm::Function* body;
   std::optional<CodeletBuilder::Split> split;  // host only
   size_t extent_slot;
+  // Host only: the body reads its own tables, buffer k being the kernel's buffer
+  // buffers[k] and size slot k the kernel's slot size_base + k, so that the segments of
+  // parameters alike share one body (share_body).
+  std::vector<size_t> buffers;
+  size_t size_base = 0;
 };
-// The host wrapper of a horizontal kernel: for each segment, the part of [begin, end) that
-// falls in it, run by emit_host_loop.
+// The host wrapper of a horizontal kernel: for each segment, its buffer table gathered from
+// the kernel's, then the part of [begin, end) that falls in it, run by emit_host_loop.
 llvm::Function* emit_host_horizontal(llvm::Module& m, const std::string& name, const std::vector<Segment>& segments);
 
 // The GPU side (compiler/codegen/nvptx.cc, gpu_libdevice.cc).

@@ -1,7 +1,9 @@
-// The kernel compiler's shared-object path, for .plan files: the module cloned, compiled
-// for the host exactly as finish() compiles it (same CPU, features, optimisation pipeline
-// and vector math library), emitted as a PIC object file by LLVM and linked into a shared
-// object by the system linker (`cc -shared`). The runtime loads it with dlopen
+// The kernel compiler's machine code for the host: the module optimised once (O3,
+// vectorised, for the host CPU and its features, glibc's vector math library where it
+// loads) and emitted by LLVM as one relocatable PIC object, kept in the compiled-code cache
+// (compiler/codegen/code_cache.h) under a key of everything that shapes it. finish() hands
+// that object to ORC LLJIT; shared_object() links it into a shared object with the system
+// linker (`cc -shared`) for .plan files, which the runtime loads with dlopen
 // (runtime/session/plan.cc); its exported symbols are the kernels' names.
 //
 // The object and the .so live in a private temporary directory (mkdtemp in $TMPDIR, else
@@ -11,6 +13,8 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <link.h>
+#include <sys/stat.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,8 +35,8 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/Target/TargetMachine.h>
-#include <llvm/Transforms/Utils/Cloning.h>
 
 #include "compiler/codegen/codelets_impl.h"
 
@@ -58,14 +62,6 @@ llvm::orc::JITTargetMachineBuilder detect_host() {
   if (!jtmb) throw InternalError("kernel compiler: host detection: " + llvm::toString(jtmb.takeError()));
   jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
   return std::move(*jtmb);
-}
-
-// finish() calls glibc's vector math functions when libmvec loads (x86-64 hosts only).
-bool libmvec_available(const llvm::Triple& triple) {
-  if (triple.getArch() != llvm::Triple::x86_64) return false;
-  void* h = dlopen("libmvec.so.1", RTLD_LAZY | RTLD_LOCAL);
-  if (h) dlclose(h);
-  return h != nullptr;
 }
 
 // A private temporary directory, removed with everything in it when this goes away.
@@ -127,6 +123,39 @@ int run_program(const std::vector<std::string>& argv, const std::string& log) {
   return status;
 }
 
+// dl_iterate_phdr's search for the GNU build id of the loaded object that contains `addr`.
+struct BuildIdSearch {
+  uintptr_t addr;
+  std::string id;
+};
+
+int find_build_id(dl_phdr_info* info, size_t, void* data) {
+  auto* search = static_cast<BuildIdSearch*>(data);
+  bool contains = false;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    contains |= ph.p_type == PT_LOAD && search->addr >= lo && search->addr < lo + ph.p_memsz;
+  }
+  if (!contains) return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_NOTE) continue;
+    const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+    const char* end = p + ph.p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
+      const char* name = p + sizeof(ElfW(Nhdr));
+      const char* desc = name + ((note->n_namesz + 3) & ~3u);
+      if (desc + note->n_descsz > end) break;
+      if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0)
+        for (uint32_t b = 0; b < note->n_descsz; ++b) search->id += fmt::format("{:02x}", static_cast<unsigned char>(desc[b]));
+      p = desc + ((note->n_descsz + 3) & ~3u);
+    }
+  }
+  return 1;
+}
+
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const std::string& a : v) {
@@ -150,37 +179,76 @@ rt::PlanTarget host_target() {
   return t;
 }
 
-std::string CodeletCompiler::shared_object() const {
-  const Impl& im = *impl_;
-  if (im.finished) throw InternalError("kernel compiler: shared_object() after finish()");
+llvm::orc::JITTargetMachineBuilder host_machine_builder() { return detect_host(); }
+
+bool libmvec_available(const llvm::Triple& triple) {
+  if (triple.getArch() != llvm::Triple::x86_64) return false;
+  void* h = dlopen("libmvec.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (h) dlclose(h);
+  return h != nullptr;
+}
+
+const std::string& compiler_build_id() {
+  static const std::string id = [] {
+    BuildIdSearch search{reinterpret_cast<uintptr_t>(&compiler_build_id), {}};
+    dl_iterate_phdr(find_build_id, &search);
+    if (!search.id.empty()) return search.id;
+    // No build id: the binary's path, size and modification time stand in for it.
+    Dl_info info{};
+    struct stat st{};
+    if (dladdr(reinterpret_cast<void*>(&compiler_build_id), &info) && info.dli_fname && stat(info.dli_fname, &st) == 0)
+      return fmt::format("{} {} {}", info.dli_fname, st.st_size, st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec);
+    return std::string("unknown");
+  }();
+  return id;
+}
+
+const std::string& host_object(CodeletCompiler::Impl& im) {
+  if (im.object) return *im.object;
+  for (CodeletCompiler::Impl::Codelet& k : im.codelets)
+    k.source = function_text(k.body) + "\n" + function_text(im.module->getFunction(k.symbol));
+  {
+    llvm::raw_string_ostream os(im.final_text);
+    im.module->print(os, nullptr);
+  }
   llvm::orc::JITTargetMachineBuilder jtmb = detect_host();
   jtmb.setRelocationModel(llvm::Reloc::PIC_);
   auto tm_or = jtmb.createTargetMachine();
   if (!tm_or) throw InternalError("kernel compiler: host target machine: " + llvm::toString(tm_or.takeError()));
   std::unique_ptr<llvm::TargetMachine> tm = std::move(*tm_or);
-
-  llvm::ValueToValueMapTy vmap;
-  std::unique_ptr<llvm::Module> m = llvm::CloneModule(*im.module, vmap);
-  m->setDataLayout(tm->createDataLayout());
-  m->setTargetTriple(tm->getTargetTriple().str());
+  llvm::Module& m = *im.module;
+  m.setDataLayout(tm->createDataLayout());
+  m.setTargetTriple(tm->getTargetTriple().str());
   std::string err;
   llvm::raw_string_ostream es(err);
-  if (llvm::verifyModule(*m, &es)) throw InternalError("kernel compiler: invalid module: " + err);
+  if (llvm::verifyModule(m, &es)) throw InternalError("kernel compiler: invalid module: " + err);
   const bool veclib = libmvec_available(tm->getTargetTriple());
-  optimize_module(*m, tm.get(), veclib);
-
+  const std::string key = code_key(CodeKey{im.final_text, tm->getTargetTriple().str(), tm->getTargetCPU().str(),
+                                           tm->getTargetFeatureString().str(),
+                                           fmt::format("O3 pic veclib={}", veclib), LLVM_VERSION_STRING,
+                                           MODELC_VERSION, compiler_build_id()});
+  if (std::optional<std::string> cached = im.cache.load(key)) return *(im.object = std::move(*cached));
+  optimize_module(m, tm.get(), veclib);
   llvm::SmallString<0> object;
   {
     llvm::raw_svector_ostream os(object);
     llvm::legacy::PassManager pm;
     if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
       throw InternalError("kernel compiler: the host backend cannot emit an object file");
-    pm.run(*m);
+    pm.run(m);
   }
+  im.cache.store(key, object.str());
+  return *(im.object = std::string(object.str()));
+}
 
+std::string CodeletCompiler::shared_object() {
+  Impl& im = *impl_;
+  if (im.finished) throw InternalError("kernel compiler: shared_object() after finish()");
+  const std::string& object = host_object(im);
+  const bool veclib = libmvec_available(detect_host().getTargetTriple());
   TempDir dir;
   const std::string obj = dir.file("kernels.o"), so = dir.file("kernels.so"), log = dir.file("link.log");
-  write_file(obj, object.str());
+  write_file(obj, object);
   // -z defs: an unresolved symbol is a link error here, not a dlopen error on another
   // machine; -Bsymbolic: the kernels never bind to same-named symbols of other objects.
   std::vector<std::string> argv = {"cc", "-shared", "-o", so, obj, "-Wl,-z,defs", "-Wl,-Bsymbolic", "-lm"};

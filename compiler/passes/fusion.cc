@@ -33,6 +33,7 @@ class Planner {
     }
     for (const Graph::Output& out : g.outputs) sink_[out.value.node] = true;
     for (const Graph::Update& u : g.updates) sink_[u.value.node] = true;
+    bound_inline_cones();
   }
 
   FusionPlan run() {
@@ -70,10 +71,28 @@ class Planner {
     return Role::Elem;
   }
 
-  // Recomputed wherever it is read instead of being stored.
-  bool inlinable(NodeId id) const {
-    if (!o_.enabled) return false;
+  // Cheap enough to recompute wherever it is read, whatever its inputs.
+  bool cheap(NodeId id) const {
     return role_[id] == Role::Leaf || (role_[id] == Role::Elem && one_element(shape(id)));
+  }
+
+  // Recomputed wherever it is read instead of being stored.
+  bool inlinable(NodeId id) const { return o_.enabled && cheap(id) && !materialised_[id]; }
+
+  // A cheap node read more than once whose recomputation would repeat more than
+  // kMaxInlineCone nodes is stored instead (fusion.h). cone: the nodes an inlined read
+  // re-emits (shared inputs counted once per path: an upper bound).
+  void bound_inline_cones() {
+    materialised_.assign(n_, false);
+    std::vector<size_t> cone(n_, 0);
+    for (NodeId id = 0; id < n_; ++id) {
+      if (!cheap(id)) continue;
+      size_t c = 1;
+      for (const Value& v : g_.nodes[id].inputs)
+        if (v.valid()) c += cone[v.node];
+      if (c > kMaxInlineCone && users_[id].size() > 1) materialised_[id] = true;
+      else cone[id] = c;
+    }
   }
 
   int new_group(NodeId id, FusionGroup::Kind kind) {
@@ -263,6 +282,7 @@ class Planner {
   std::vector<Role> role_;
   std::vector<std::vector<Use>> users_;
   std::vector<bool> sink_;
+  std::vector<bool> materialised_;  // cheap, but stored (bound_inline_cones)
   std::vector<int> group_of_;
   std::vector<FusionGroup> groups_;
   FusionPlan plan_;

@@ -19,9 +19,12 @@
 //    A group has at most one anchor, and only its first input takes a prologue (column
 //    reductions and reductions to a few values included).
 //  - Cheap values are inlined, not materialised: constants, and elementwise nodes with one
-//    element (learning-rate terms, the clipping factor). Every group that reads one
+//    element (learning-rate terms, Adam's bias corrections). Every group that reads one
 //    recomputes it; it gets a group of its own only when a library call or the graph's
-//    outputs need it in memory.
+//    outputs need it in memory, or when it is read more than once and recomputing it would
+//    repeat more than kMaxInlineCone nodes (the clipping factor of a global gradient norm
+//    sums one term per parameter: each parameter's update recomputing that sum would make
+//    the optimizer's code, and its compile time, grow with the square of the parameters).
 //  - A matmul or conv2d stays a library call, but absorbs as its epilogue a following add
 //    of a bias (along the output's last dim, or conv2d's channels) and then an activation
 //    (relu, gelu, tanh, sigmoid; compiler/passes/library_epilogue.h), each only when
@@ -37,6 +40,10 @@
 #include "compiler/ir/graph.h"
 
 namespace modelc {
+
+// The most nodes a read of an inlined value may recompute when the value is read more than
+// once (see above).
+inline constexpr size_t kMaxInlineCone = 16;
 
 struct FusionGroup {
   enum class Kind { Loop, Reduce, Row, Library };

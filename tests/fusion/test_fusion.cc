@@ -177,6 +177,42 @@ TEST(FusionPlan, OneElementValuesAreInlinedAndMaterialisedOnlyWhenNeeded) {
   EXPECT_EQ(kernels(p), 3u);
 }
 
+// A global gradient norm's clipping factor: one squared norm per parameter, summed, then
+// read by every parameter's update. Inlining it would make each update recompute the whole
+// sum (code and compile time growing with the square of the parameters), so beyond
+// kMaxInlineCone nodes it is stored by a kernel of its own; a short one stays inlined.
+TEST(FusionPlan, ALongOneElementValueReadManyTimesIsStoredOnce) {
+  for (const size_t params : {size_t{3}, 2 * kMaxInlineCone}) {
+    SCOPED_TRACE(params);
+    Graph g;
+    std::vector<Value> ws;
+    Value total;
+    for (size_t k = 0; k < params; ++k) {
+      ws.push_back(Value{add_source(g, OpKind::Param, fmt::format("w{}", k), f32({16})), 0});
+      Value sq = op(g, OpKind::Sum, {op(g, OpKind::Mul, {ws.back(), ws.back()})}, attrs({{"axes", Ints{0}}, {"keepdims", false}}));
+      total = k == 0 ? sq : op(g, OpKind::Add, {total, sq});
+    }
+    Value scale = op(g, OpKind::Div, {constant(g, 1.0), op(g, OpKind::Sqrt, {total})});
+    for (size_t k = 0; k < params; ++k) g.outputs.push_back({fmt::format("y{}", k), op(g, OpKind::Mul, {ws[k], scale}), {}});
+    FusionPlan p = plan(g);
+    expect_valid(g, p);
+    const bool long_cone = params > kMaxInlineCone;
+    EXPECT_EQ(p.inlined[scale.node], !long_cone);
+    for (size_t k = 0; k < params; ++k) {
+      const std::vector<Value>& reads = group_of(p, g.outputs[k].value.node).inputs;
+      const bool reads_scale = std::find(reads.begin(), reads.end(), scale) != reads.end();
+      EXPECT_EQ(reads_scale, long_cone) << "y" << k;
+      EXPECT_EQ(reads.size(), long_cone ? 2u : params + 1) << "y" << k;  // w_k and the factor, or every norm
+    }
+    if (long_cone) {
+      const FusionGroup& own = group_of(p, scale.node);
+      EXPECT_EQ(own.root, scale.node);
+      EXPECT_EQ(own.kind, FusionGroup::Kind::Loop);
+      EXPECT_EQ(own.inputs.size(), params);  // the norms; the sum is inlined into this one kernel
+    }
+  }
+}
+
 TEST(FusionPlan, LayerNormWeightIsNotAPrologue) {
   Graph g;
   g.dims = {{"B", std::nullopt, {}}};
