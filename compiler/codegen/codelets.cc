@@ -80,23 +80,26 @@ llvm::Function* share_body(CodeletCompiler::Impl& im, llvm::Function* body) {
   return it->second;
 }
 
-std::optional<uint32_t> share_identical(CodeletCompiler::Impl& im, const std::string& name, llvm::Function* entry) {
+void share_identical(CodeletCompiler::Impl& im, CodeletCompiler::Impl::Codelet& k, llvm::Function* entry) {
+  const std::string& name = k.name;
   std::vector<llvm::Function*> fns;
-  if (!reachable(entry, fns)) return std::nullopt;
+  if (!reachable(entry, fns)) return;
   std::string text;
   for (const llvm::Function* f : fns) text += function_text(f);
   // The kernel's own name replaced (its functions' names start with it; a function it
   // shares with an earlier kernel keeps that kernel's name, which the same code calls too).
   auto [it, inserted] = im.by_text.emplace(without_name(text, name), static_cast<uint32_t>(im.codelets.size()));
-  if (inserted) return std::nullopt;
-  llvm::Function* target = im.module->getFunction(im.codelets.at(it->second).symbol);
+  if (inserted) return;
+  const CodeletCompiler::Impl::Codelet& earlier = im.codelets.at(it->second);
+  llvm::Function* target = im.module->getFunction(earlier.symbol);
   if (!target) throw InternalError(fmt::format("kernel compiler: kernel {} has no host function", it->second));
   entry->eraseFromParent();
-  for (size_t k = 1; k < fns.size(); ++k)  // callers before callees; what an earlier kernel calls stays
-    if (fns[k]->use_empty()) fns[k]->eraseFromParent();
+  for (size_t f = 1; f < fns.size(); ++f)  // callers before callees; what an earlier kernel calls stays
+    if (fns[f]->use_empty()) fns[f]->eraseFromParent();
   llvm::GlobalAlias::create(target->getFunctionType(), 0, llvm::GlobalValue::ExternalLinkage, name, target,
                             im.module.get());
-  return it->second;
+  k.symbol = earlier.symbol;
+  k.body = earlier.body;
 }
 
 void optimize_module(llvm::Module& m, llvm::TargetMachine* tm, bool libmvec, bool vectorize) {
@@ -327,7 +330,6 @@ std::vector<rt::CodeletDesc> CodeletCompiler::finish(std::shared_ptr<void>& code
   im.gpu_module.reset();
 
   llvm::orc::JITTargetMachineBuilder jtmb = host_machine_builder();
-  const bool veclib = libmvec_available(jtmb.getTargetTriple());
   std::unique_ptr<llvm::orc::LLJIT> jit =
       checked(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(), "LLJIT");
   // libm (expf, tanhf, erff, powf, ...) from the process, and glibc's vector math library
@@ -335,7 +337,7 @@ std::vector<rt::CodeletDesc> CodeletCompiler::finish(std::shared_ptr<void>& code
   const char prefix = jit->getDataLayout().getGlobalPrefix();
   jit->getMainJITDylib().addGenerator(
       checked(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix), "process symbols"));
-  if (veclib)
+  if (im.veclib)
     jit->getMainJITDylib().addGenerator(
         checked(llvm::orc::DynamicLibrarySearchGenerator::Load("libmvec.so.1", prefix), "libmvec"));
   check(jit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(object, "modelc_kernels.o")), "adding the kernels");

@@ -219,10 +219,7 @@ EmittedCodelet CodeletCompiler::emit_group(const Graph& g, const FusionGroup& gr
     Impl::Codelet k;
     k.name = k.symbol = name;
     k.body = kb.fn;
-    if (std::optional<uint32_t> same = share_identical(im, name, host)) {
-      k.symbol = im.codelets.at(*same).symbol;
-      k.body = im.codelets.at(*same).body;
-    }
+    share_identical(im, k, host);
     const GpuShape shape = choose_gpu_shape(g, grp, plan, phase);
     k.gpu_mapping = shape.block_mapped ? rt::GpuMapping::Block : rt::GpuMapping::Thread;
     k.gpu_block = shape.block;
@@ -305,10 +302,7 @@ EmittedCodelet CodeletCompiler::emit_horizontal(const Graph& g, const std::vecto
   Impl::Codelet k;
   k.name = k.symbol = name;
   k.body = host.front().body;
-  if (std::optional<uint32_t> same = share_identical(im, name, wrapper)) {
-    k.symbol = im.codelets.at(*same).symbol;
-    k.body = im.codelets.at(*same).body;
-  }
+  share_identical(im, k, wrapper);
   k.gpu_mapping = rt::GpuMapping::Thread;
   k.gpu_block = 256;
   k.nodes = nodes;

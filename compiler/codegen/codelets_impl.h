@@ -46,6 +46,7 @@ struct CodeletCompiler::Impl {
   // The host module compiled to a relocatable object (host_object); the module is then
   // optimised and takes no more kernels.
   std::optional<std::string> object;
+  bool veclib = false;  // the object calls glibc's vector math library (libmvec.so.1)
   bool finished = false;
   std::string final_text;  // module_text() once the module was compiled
   bool sealed() const { return finished || object.has_value(); }
@@ -54,12 +55,11 @@ struct CodeletCompiler::Impl {
 // The printed IR of a function.
 std::string function_text(const llvm::Function* f);
 
-// When the host kernel `name` just emitted (its entry and the functions it calls) is
-// identical, up to its name, to an earlier kernel's, removes the new functions, makes `name`
-// an alias of the earlier entry and returns the earlier kernel's index (its symbol and body
-// are the new kernel's); else records it and returns nullopt. Only the host module is
-// shared: each GPU kernel keeps its own definition.
-std::optional<uint32_t> share_identical(CodeletCompiler::Impl& im, const std::string& name, llvm::Function* entry);
+// When the host kernel k just emitted (`entry`, named k.name, and the functions it calls) is
+// identical, up to its name, to an earlier kernel's, removes the new functions, makes k.name
+// an alias of the earlier entry and gives k that kernel's symbol and body; else records it.
+// Only the host module is shared: each GPU kernel keeps its own definition.
+void share_identical(CodeletCompiler::Impl& im, CodeletCompiler::Impl::Codelet& k, llvm::Function* entry);
 
 // An earlier body of the host module identical to `body` up to its name (and then `body`
 // removed), else `body`, recorded.
@@ -76,8 +76,6 @@ llvm::orc::JITTargetMachineBuilder host_machine_builder();
 // The GNU build id (hex) of the binary that contains this compiler; when it has none, its
 // path, size and modification time. Part of every code_key.
 const std::string& compiler_build_id();
-// Whether the host code may call glibc's vector math library (x86-64, libmvec.so.1 loads).
-bool libmvec_available(const llvm::Triple& triple);
 
 // The O3 pipeline with the loop and SLP vectorizers (unless !vectorize), tuned for `tm`;
 // with `libmvec`, loops over llvm.exp/log/pow/... may call glibc's vector math functions

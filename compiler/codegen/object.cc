@@ -181,7 +181,8 @@ rt::PlanTarget host_target() {
 
 llvm::orc::JITTargetMachineBuilder host_machine_builder() { return detect_host(); }
 
-bool libmvec_available(const llvm::Triple& triple) {
+// Whether the host code may call glibc's vector math library (x86-64, libmvec.so.1 loads).
+static bool libmvec_available(const llvm::Triple& triple) {
   if (triple.getArch() != llvm::Triple::x86_64) return false;
   void* h = dlopen("libmvec.so.1", RTLD_LAZY | RTLD_LOCAL);
   if (h) dlclose(h);
@@ -222,7 +223,7 @@ const std::string& host_object(CodeletCompiler::Impl& im) {
   std::string err;
   llvm::raw_string_ostream es(err);
   if (llvm::verifyModule(m, &es)) throw InternalError("kernel compiler: invalid module: " + err);
-  const bool veclib = libmvec_available(tm->getTargetTriple());
+  const bool veclib = im.veclib = libmvec_available(tm->getTargetTriple());
   const std::string key = code_key(CodeKey{im.final_text, tm->getTargetTriple().str(), tm->getTargetCPU().str(),
                                            tm->getTargetFeatureString().str(),
                                            fmt::format("O3 pic veclib={}", veclib), LLVM_VERSION_STRING,
@@ -245,14 +246,13 @@ std::string CodeletCompiler::shared_object() {
   Impl& im = *impl_;
   if (im.finished) throw InternalError("kernel compiler: shared_object() after finish()");
   const std::string& object = host_object(im);
-  const bool veclib = libmvec_available(detect_host().getTargetTriple());
   TempDir dir;
   const std::string obj = dir.file("kernels.o"), so = dir.file("kernels.so"), log = dir.file("link.log");
   write_file(obj, object);
   // -z defs: an unresolved symbol is a link error here, not a dlopen error on another
   // machine; -Bsymbolic: the kernels never bind to same-named symbols of other objects.
   std::vector<std::string> argv = {"cc", "-shared", "-o", so, obj, "-Wl,-z,defs", "-Wl,-Bsymbolic", "-lm"};
-  if (veclib) argv.push_back("-lmvec");
+  if (im.veclib) argv.push_back("-lmvec");
   const int status = run_program(argv, log);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::string output = read_file(log);
