@@ -102,10 +102,10 @@ bool Compilation::load_module(const std::string& path, SourceLoc from, std::vect
   return ok;
 }
 
-Elaborated Compilation::elaborate() {
+Elaborated Compilation::elaborate(const std::vector<std::string>& outputs) {
   std::vector<const ast::Module*> mods;
   for (const auto& m : modules_) mods.push_back(m.get());
-  ElaborateOptions eo{opts_.model, opts_.defines};
+  ElaborateOptions eo{opts_.model, opts_.defines, outputs};
   return modelc::elaborate(mods, eo, sources_, diags_);
 }
 

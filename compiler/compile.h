@@ -40,8 +40,9 @@ class Compilation {
   bool load(const std::string& path);
   // Reads `path` only (no parsing); for --emit=tokens. Returns the file id or 0.
   uint32_t read(const std::string& path);
-  // Elaborates the chosen model; call after a successful load().
-  Elaborated elaborate();
+  // Elaborates the chosen model; call after a successful load(). `outputs`: the tensors of the
+  // model's body that become its outputs instead of the declared ones (ElaborateOptions::outputs).
+  Elaborated elaborate(const std::vector<std::string>& outputs = {});
 
   const ast::Module& main_module() const { return *modules_.front(); }
   SourceManager& sources() { return sources_; }

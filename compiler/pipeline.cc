@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 
 #include "compiler/codegen/codegen.h"
 #include "compiler/codegen/codelets.h"
@@ -12,6 +13,7 @@
 #include "compiler/lowered/schedule.h"
 #include "compiler/passes/autocast.h"
 #include "compiler/passes/mode.h"
+#include "compiler/passes/predict.h"
 #include "compiler/passes/recompute.h"
 #include "compiler/passes/simplify.h"
 #include "compiler/passes/train_step.h"
@@ -151,10 +153,36 @@ bool eval_mode_pass(CompileState& s) {
   return true;
 }
 
-// simplify: both graphs folded, deduplicated and without dead nodes.
+// predict: s.predict, with options.predict, from the eval-mode forward graph, or from the
+// model elaborated again with the requested outputs, in eval mode (passes/predict.h).
+bool predict_pass(CompileState& s) {
+  if (!s.options.predict) return true;
+  std::set<std::string> targets;
+  if (s.e.train && s.e.graph->inputs.size() >= 2) targets.insert(s.e.graph->nodes[s.e.graph->inputs.back()].name);
+  Graph g;
+  if (s.options.predict->empty()) {
+    g = *s.e.graph;
+  } else {
+    Elaborated pe = s.c.elaborate(*s.options.predict);
+    if (!pe.graph || s.c.diags().has_errors()) return false;
+    if (const DType low = precision_dtype(precision_of(s)); low != DType::F32) *pe.graph = autocast(*pe.graph, low);
+    g = specialize_mode(*pe.graph, Mode::Eval);
+  }
+  try {
+    s.predict = std::make_unique<Graph>(predict_graph(g, targets, !s.options.predict->empty()));
+  } catch (const SourceError& err) {
+    s.c.diags().error(err.loc, err.what());
+    return false;
+  }
+  verify(*s.predict, "predict graph", "predict");
+  return true;
+}
+
+// simplify: every graph folded, deduplicated and without dead nodes.
 bool simplify_pass(CompileState& s) {
   *s.e.graph = simplify(*s.e.graph);
   if (s.step) *s.step = simplify(*s.step);
+  if (s.predict) *s.predict = simplify(*s.predict);
   return true;
 }
 
@@ -191,6 +219,7 @@ bool recompute_pass(CompileState& s) {
 bool fusion_pass(CompileState& s) {
   s.eval_plan = fuse(*s.e.graph, s.options.fusion);
   if (s.step) s.step_plan = fuse(*s.step, s.options.fusion);
+  if (s.predict) s.predict_plan = fuse(*s.predict, s.options.fusion);
   return true;
 }
 
@@ -200,11 +229,13 @@ bool memory_plan(CompileState& s) {
   std::vector<LowerFunction> fns;
   if (s.step) fns.push_back({"train_step", s.step.get(), &s.step_plan, true});
   fns.push_back({"eval", s.e.graph.get(), &s.eval_plan, false});
+  if (s.predict) fns.push_back({"predict", s.predict.get(), &s.predict_plan, false});
   auto describe = [&s](SourceLoc l) { return s.describe(l); };
   s.lowered = lower(s.e.graph->name, s.e.graph->dims, std::move(fns), s.e.train ? &*s.e.train : nullptr, describe);
   if (s.options.origins) {
     std::map<std::string, const Graph*> graphs{{"eval", s.e.graph.get()}};
     if (s.step) graphs["train_step"] = s.step.get();
+    if (s.predict) graphs["predict"] = s.predict.get();
     *s.options.origins = buffer_origins(*s.lowered.program, s.lowered.buffer_values, graphs, describe);
   }
   return true;
@@ -243,6 +274,7 @@ const std::vector<Pass>& passes() {
       {{"train-step", "autodiff, clipping, accumulation and the optimizer update: the train step"}, train_step, true},
       {{"eval-mode", "the forward graph in eval mode: dropout off, `if training` resolved, no buffer updates"},
        eval_mode_pass, true},
+      {{"predict", "the predict function (modelrun predict, --inference): eval mode, no target, no loss"}, predict_pass, true},
       {{"simplify", "constant folding, common subexpressions, dead nodes"}, simplify_pass, true},
       {{"recompute", "what the backward pass recomputes (@checkpoint, --mem-budget)"}, recompute_pass, true},
       {{"fusion", "fused groups: what becomes one codelet or library call"}, fusion_pass, false},
@@ -291,6 +323,7 @@ bool run_pipeline(CompileState& s, const PipelineHooks& hooks) {
     if (verify_each && p.graph && s.e.graph) {
       verify(*s.e.graph, "forward graph", p.info.name);
       if (s.step) verify(*s.step, "train-step graph", p.info.name);
+      if (s.predict) verify(*s.predict, "predict graph", p.info.name);
     }
     if (hooks.print && std::find(hooks.print_after.begin(), hooks.print_after.end(), p.info.name) != hooks.print_after.end())
       hooks.print(p.info.name, print_state(s, p.info.name));
@@ -318,6 +351,7 @@ std::string print_state(const CompileState& s, std::string_view pass) {
   if (pass == "elaborate")
     return print_graph(*s.e.graph, &sm) + (s.e.train ? print_train_config(*s.e.train) : std::string());
   if (pass == "autocast" || pass == "eval-mode") return print_graph(*s.e.graph, &sm);
+  if (pass == "predict") return s.predict ? print_graph(*s.predict, &sm) : "(no predict function: --inference or --output asks for one)\n";
   if (pass == "train-step" || pass == "simplify" || pass == "recompute") return print_graph(s.last_graph(), &sm);
   if (pass == "fusion") return print_fusion(s.last_graph(), s.step ? s.step_plan : s.eval_plan, describe);
   if (pass == "memory-plan") {

@@ -5,9 +5,11 @@
 //   elaborate    inlining, shapes, the train section  e.graph (forward), e.train
 //   autocast     bf16 / fp16 precision                e.graph
 //   train-step   autodiff, optimizer, clipping, accumulation   step
-//   simplify     constant folding, CSE, DCE           e.graph, step
+//   eval-mode    dropout off, `if training` resolved  e.graph
+//   predict      eval mode, no target (options.predict)  predict
+//   simplify     constant folding, CSE, DCE           e.graph, step, predict
 //   recompute    what the backward pass recomputes    step, recompute_report
-//   fusion       fused groups of both functions       eval_plan, step_plan
+//   fusion       fused groups of every function       eval_plan, step_plan, predict_plan
 //   memory-plan  buffers and instructions, no code    lowered
 //   schedule     instructions onto streams            lowered
 //   codegen      codelets for the host (and PTX)      lowered (the Program can run)
@@ -75,6 +77,11 @@ struct ProgramOptions {
   // The streams each function's instructions may run on (compiler/lowered/schedule.h);
   // 1: one stream, no events (the sequential run).
   uint32_t streams = 1;
+  // Set: also compile the function "predict" (compiler/passes/predict.h), the eval-mode
+  // forward pass from the inputs other than the train data's target (the model's last input,
+  // when it has a train section and two or more) to these tensors of the model's body by
+  // name, or, empty, to its declared outputs that do not read the target.
+  std::optional<std::vector<std::string>> predict;
 };
 
 // Everything the passes read and write; each pass's comment in pipeline.cc says which part.
@@ -84,8 +91,9 @@ struct CompileState {
   ProgramOptions options;
   Elaborated e;                  // forward graph (the eval function) and train section
   std::unique_ptr<Graph> step;   // the train step (null without a train section or options.train)
+  std::unique_ptr<Graph> predict;  // the predict function (null unless options.predict)
   RecomputeReport recompute;     // what the recompute pass chose
-  FusionPlan eval_plan, step_plan;
+  FusionPlan eval_plan, step_plan, predict_plan;
   Lowered lowered;               // after memory-plan: the Program without code; after codegen, with
   std::string llvm_text;         // codegen's LLVM module text when something prints it
   std::string describe(SourceLoc loc) const { return c.sources().describe(loc); }

@@ -23,6 +23,10 @@ struct ElaborateOptions {
   std::string model;  // which model; "" = the only one in the main module
   // -D NAME=VALUE: binds a model dimension or overrides a top-level `let`.
   std::vector<std::pair<std::string, std::string>> defines;
+  // Non-empty: these tensors of the model's body, by name, become the graph's outputs in
+  // place of those its `output` statements name (the predict function, compiler/passes/predict.h);
+  // the unused-name warnings are then not repeated.
+  std::vector<std::string> outputs;
 };
 
 struct Elaborated {

@@ -1,6 +1,7 @@
 // Top level of elaboration: globals, the chosen model, def calls with their argument
 // types (shape patterns such as f32[..., I] bind I), and the warnings at the end.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
 #include <cmath>
@@ -363,6 +364,27 @@ void Sema::check_unused(const ast::Model& m) {
   }
 }
 
+// ElaborateOptions::outputs: the named tensors of the model's body replace its outputs; a
+// name that is not one is an error listing those that are.
+void Sema::outputs_by_name(const ast::Model& m) {
+  std::vector<std::string> tensors;
+  for (const auto& [name, b] : frames_.back().vars)
+    if (b.value.kind == SVal::Kind::Tensor && !b.value.is_error()) tensors.push_back(name);
+  std::vector<Graph::Output> outs;
+  for (const std::string& name : opts_.outputs) {
+    auto it = frames_.back().vars.find(name);
+    if (it == frames_.back().vars.end() || it->second.value.kind != SVal::Kind::Tensor || it->second.value.is_error()) {
+      diags_.error(m.loc, fmt::format("--output {}: model '{}' has no tensor named '{}' (its tensors: {}){}", name, m.name,
+                                      name, fmt::join(tensors, ", "), suggest(name, tensors)));
+      continue;
+    }
+    bool dup = false;
+    for (const Graph::Output& o : outs) dup |= o.name == name;
+    if (!dup) outs.push_back({name, it->second.value.t, it->second.decl});
+  }
+  g_->outputs = std::move(outs);
+}
+
 // The train section of the model, if any, checked into out.train; one for an unknown model
 // is an error.
 void Sema::find_train(const ast::Model& md, const std::map<std::string, SourceLoc>& models_seen, Elaborated& out) {
@@ -408,7 +430,9 @@ Elaborated Sema::run() {
   if (diags_.has_errors()) return out;
   exec_block(model->body);
   if (stopped()) return out;
-  check_unused(*model);
+  if (opts_.outputs.empty()) check_unused(*model);
+  else outputs_by_name(*model);
+  if (diags_.has_errors()) return out;
   frames_.clear();
   find_train(*model, models_seen, out);
   if (diags_.has_errors()) return out;

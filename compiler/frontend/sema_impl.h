@@ -99,6 +99,7 @@ class Sema {
   void bind_dims(const ast::Model& m, const std::map<std::string, std::string>& defines,
                  std::set<std::string>& defines_used);
   void check_unused(const ast::Model& m);
+  void outputs_by_name(const ast::Model& m);
   void find_train(const ast::Model& m, const std::map<std::string, SourceLoc>& models_seen, Elaborated& out);
   void exec(const ast::Stmt& s);
   void exec_let(const ast::Stmt& s);

@@ -26,9 +26,50 @@ std::optional<double> fold(const Graph& g, const Node& n) {
   return std::nullopt;
 }
 
+// Dead nodes: what no output, update or live node reads; sources stay (inputs only with
+// keep_inputs). `to`: where each node's value lives after merging (merged nodes are dead).
+Graph without_dead(const Graph& g, const std::vector<NodeId>& to, bool keep_inputs, SimplifyStats& s) {
+  std::vector<char> live(g.nodes.size(), 0);
+  for (const Graph::Output& o : g.outputs) live[o.value.node] = 1;
+  for (const Graph::Update& u : g.updates) live[u.value.node] = live[u.target] = 1;
+  for (NodeId id = static_cast<NodeId>(g.nodes.size()); id-- > 0;) {
+    const OpKind op = g.nodes[id].op;
+    if (is_source(op) && to[id] == id && (keep_inputs || op != OpKind::Input)) live[id] = 1;
+    if (!live[id]) continue;
+    for (const Value& v : g.nodes[id].inputs)
+      if (v.valid()) live[v.node] = 1;
+  }
+  Graph out = g;
+  out.nodes.clear();
+  std::vector<NodeId> renum(g.nodes.size(), kNoNode);
+  for (NodeId id = 0; id < g.nodes.size(); ++id) {
+    if (!live[id]) {
+      s.removed += to[id] == id;  // merged nodes are counted as merged
+      continue;
+    }
+    Node n = g.nodes[id];
+    for (Value& v : n.inputs)
+      if (v.valid()) v.node = renum.at(v.node);
+    renum[id] = out.add(std::move(n));
+  }
+  auto remap = [&](std::vector<NodeId>& ids) {
+    for (NodeId& id : ids) id = renum.at(id);
+  };
+  std::erase_if(out.inputs, [&](NodeId id) { return renum[id] == kNoNode; });  // unread, without keep_inputs
+  remap(out.inputs);
+  remap(out.params);
+  remap(out.states);
+  for (Graph::Output& o : out.outputs) o.value.node = renum.at(o.value.node);
+  for (Graph::Update& u : out.updates) {
+    u.value.node = renum.at(u.value.node);
+    u.target = renum.at(u.target);
+  }
+  return out;
+}
+
 }  // namespace
 
-Graph simplify(const Graph& in, SimplifyStats* stats) {
+Graph simplify(const Graph& in, SimplifyStats* stats, bool keep_inputs) {
   SimplifyStats s;
   // Folding and merging, in node order: `to[id]` is where node id's value now lives.
   Graph g = in;
@@ -71,40 +112,7 @@ Graph simplify(const Graph& in, SimplifyStats* stats) {
   for (Graph::Output& o : g.outputs) o.value.node = to[o.value.node];
   for (Graph::Update& u : g.updates) u.value.node = to[u.value.node];
 
-  // Dead nodes: what no output, update or live node reads (sources stay).
-  std::vector<char> live(g.nodes.size(), 0);
-  for (const Graph::Output& o : g.outputs) live[o.value.node] = 1;
-  for (const Graph::Update& u : g.updates) live[u.value.node] = live[u.target] = 1;
-  for (NodeId id = static_cast<NodeId>(g.nodes.size()); id-- > 0;) {
-    if (is_source(g.nodes[id].op) && to[id] == id) live[id] = 1;
-    if (!live[id]) continue;
-    for (const Value& v : g.nodes[id].inputs)
-      if (v.valid()) live[v.node] = 1;
-  }
-  Graph out = g;
-  out.nodes.clear();
-  std::vector<NodeId> renum(g.nodes.size(), kNoNode);
-  for (NodeId id = 0; id < g.nodes.size(); ++id) {
-    if (!live[id]) {
-      s.removed += to[id] == id;  // merged nodes are counted as merged
-      continue;
-    }
-    Node n = g.nodes[id];
-    for (Value& v : n.inputs)
-      if (v.valid()) v.node = renum.at(v.node);
-    renum[id] = out.add(std::move(n));
-  }
-  auto remap = [&](std::vector<NodeId>& ids) {
-    for (NodeId& id : ids) id = renum.at(id);
-  };
-  remap(out.inputs);
-  remap(out.params);
-  remap(out.states);
-  for (Graph::Output& o : out.outputs) o.value.node = renum.at(o.value.node);
-  for (Graph::Update& u : out.updates) {
-    u.value.node = renum.at(u.value.node);
-    u.target = renum.at(u.target);
-  }
+  Graph out = without_dead(g, to, keep_inputs, s);
   if (stats) *stats = s;
   return out;
 }

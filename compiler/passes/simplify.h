@@ -13,7 +13,8 @@
 //    them inside each consumer for free (merged, they would be written out and read back),
 //    and constants, which codelets inline, keep their own source lines;
 //  - removed: every node no output or update reads, except inputs, params and states (the
-//    function's feeds and persistent buffers keep existing).
+//    function's feeds and persistent buffers keep existing); inputs too without
+//    `keep_inputs` (the predict function feeds only what it reads, passes/predict.h).
 // Node order stays topological; source locations and scopes are those of the kept nodes.
 #pragma once
 
@@ -27,6 +28,6 @@ struct SimplifyStats {
   size_t folded = 0, merged = 0, removed = 0;
 };
 
-Graph simplify(const Graph& g, SimplifyStats* stats = nullptr);
+Graph simplify(const Graph& g, SimplifyStats* stats = nullptr, bool keep_inputs = true);
 
 }  // namespace modelc

@@ -304,6 +304,13 @@ std::map<std::string, HostTensor> Session::eval(const std::map<std::string, Host
   return run("eval", batch);
 }
 
+std::map<std::string, HostTensor> Session::predict(const std::map<std::string, HostTensor>& batch) {
+  if (!program_->function("predict"))
+    throw RuntimeError(fmt::format("model '{}' was compiled without a predict function (compile it with modelc "
+                                   "--inference, or --output NAME)", program_->model));
+  return run("predict", batch);
+}
+
 MemoryUsage Session::memory_usage() const {
   MemoryUsage u = backend_->memory_usage();
   for (const HostTensor& t : persistent_) u.persistent += static_cast<int64_t>(t.bytes.size());

@@ -115,6 +115,11 @@ class Session {
   // and returns all its outputs by name.
   std::map<std::string, HostTensor> eval(const std::map<std::string, HostTensor>& batch);
 
+  // Runs the function "predict" (the eval-mode forward pass without the target input and the
+  // loss, compiler/passes/predict.h) and returns its outputs by name; an error when the
+  // program has none.
+  std::map<std::string, HostTensor> predict(const std::map<std::string, HostTensor>& batch);
+
   // Parameters, in the Program's buffer order. param() returns a copy; set_param() copies
   // in and checks the type and shape.
   std::vector<std::string> param_names() const;

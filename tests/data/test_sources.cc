@@ -240,7 +240,7 @@ TEST(TextSource, WindowsAndVocabulary) {
     EXPECT_EQ(v.decode(tg, 3), want_tg[i]);
   }
   EXPECT_EQ(v.encode("low"), (std::vector<int32_t>{5, 6, 8}));
-  expect_error<DataError>([&] { v.encode("z"); }, {"not in the corpus"});
+  expect_error<DataError>([&] { v.encode("z"); }, {"not in the vocabulary"});
   expect_error<DataError>([&] { v.char_of(9); }, {"token id 9 out of range", "9 characters"});
   expect_error<DataError>([&] { ex.copy(3, nullptr, nullptr); }, {"t.txt", "example 3 out of range"});
 }

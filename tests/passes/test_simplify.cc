@@ -91,6 +91,29 @@ TEST(Simplify, FoldsMergesAndRemovesWithoutChangingAValue) {
   expect_same(g, out);
 }
 
+// keep_inputs = false (the predict function): an input nothing reads is removed with the nodes
+// that read it only for dead values, and the graph's input list follows; params stay.
+TEST(Simplify, WithoutKeepInputsAnUnreadInputIsRemoved) {
+  Graph g;
+  g.name = "m";
+  g.dims.push_back({"B", std::nullopt, {}});
+  const Value x{add_source(g, OpKind::Input, "x", f32({B, 6})), 0};
+  const Value y{add_source(g, OpKind::Input, "y", f32({B, 6})), 0};
+  const Value z{add_source(g, OpKind::Input, "z", f32({B, 6})), 0};
+  add_source(g, OpKind::Param, "unused", f32({3}));
+  op(g, OpKind::Sum, {op(g, OpKind::Mul, {x, y})});  // dead: y's only reader
+  output(g, "out", op(g, OpKind::Add, {x, z}));
+  ASSERT_TRUE(verify_graph(g).empty()) << verify_graph(g).front();
+  EXPECT_EQ(simplify(g).inputs.size(), 3u);
+  const Graph out = simplify(g, nullptr, /*keep_inputs=*/false);
+  EXPECT_TRUE(verify_graph(out).empty()) << verify_graph(out).front();
+  std::vector<std::string> names;
+  for (NodeId id : out.inputs) names.push_back(out.nodes[id].name);
+  EXPECT_EQ(names, (std::vector<std::string>{"x", "z"}));
+  EXPECT_TRUE(out.find_param("unused").has_value());
+  for (const Node& n : out.nodes) EXPECT_NE(n.name, "y");
+}
+
 TEST(Simplify, ATrainStepComputesTheSameAndVerifies) {
   for (bool ce : {false, true}) {
     TinyModel m = tiny_model(5, 3, ce);

@@ -42,7 +42,8 @@ size_t groups_run(const FusionPlan& plan) {
 TEST(Pipeline, PassesAreOneListAndStopWhereAsked) {
   std::vector<std::string> names;
   for (const PassInfo& p : pipeline_passes()) names.emplace_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"parse", "elaborate", "autocast", "train-step", "eval-mode", "simplify", "recompute",
+  EXPECT_EQ(names, (std::vector<std::string>{"parse", "elaborate", "autocast", "train-step", "eval-mode", "predict", "simplify",
+                                             "recompute",
                                              "fusion", "memory-plan", "schedule", "codegen"}));
   for (const std::string& n : names) EXPECT_TRUE(is_pass(n));
   EXPECT_FALSE(is_pass("lower"));

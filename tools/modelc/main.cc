@@ -95,7 +95,8 @@ std::map<std::string, int64_t> take_free_dim_defines(modelc::CompileOptions& opt
 struct Args {
   std::string file, emit, output, model, warn, target = "sm_80";
   CLI::Option* target_opt = nullptr;
-  std::vector<std::string> defines, fflags, print_after;
+  std::vector<std::string> defines, fflags, print_after, outputs;
+  bool inference = false;
   bool check = false, version = false, list_ops = false, verify_each = false, ignore_annotations = false;
   int error_limit = 20;
   std::string memory_str, budget_str, recompute = "greedy", precision;
@@ -189,6 +190,15 @@ void add_options(CLI::App& app, Args& a) {
                  "master weights (fp16 with dynamic loss scaling); overrides the train section's "
                  "precision (docs/precision.md)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  app.add_flag("--inference", a.inference,
+               "compile the forward pass only: the eval function and the predict function (eval mode, no target "
+               "input, no loss; what modelrun predict and generate run), no train step or optimizer state");
+  app.add_option("--output", a.outputs,
+                 "the predict function's outputs: tensors of the model's body by name (repeatable; default: its "
+                 "outputs that do not read the train data's target); a plan without --inference gets a predict "
+                 "function besides its train step")
+      ->option_text("NAME")
+      ->allow_extra_args(false);
   app.add_option("--error-limit", a.error_limit, "stop after this many errors (0: no limit)")
       ->capture_default_str();
   app.add_flag("--version", a.version, "print the version and exit");
@@ -217,6 +227,9 @@ int check_args(Args& a) {
   for (const std::string& p : a.print_after)
     if (!modelc::is_pass(p)) return bad(fmt::format("--print-after {}: no such pass (the passes: {})", p, pass_list()));
   if (a.check && !a.emit.empty()) return bad("--check and --emit exclude each other");
+  if (a.inference && a.emit == "grad") return bad("--emit=grad prints the train step, which --inference leaves out");
+  if (a.inference && !a.budget_str.empty())
+    return bad("--mem-budget sizes the train step, which --inference leaves out");
   if (a.check && !a.output.empty()) return bad("--check and -o exclude each other");
   if (a.emit.empty() && !a.output.empty()) a.emit = "plan";
   if (a.emit == "plan" && (a.output.empty() || a.output == "-"))
@@ -251,6 +264,8 @@ modelc::ProgramOptions program_options(const Args& a) {
   po.recompute = a.recompute != "none";
   po.annotations = !a.ignore_annotations;
   po.recompute_algorithm = a.recompute == "sqrtn" ? modelc::RecomputeAlgorithm::SqrtN : modelc::RecomputeAlgorithm::Greedy;
+  if (a.inference) po.train = false;
+  if (a.inference || !a.outputs.empty()) po.predict = a.outputs;
   // A plan holds PTX when --target asks for it: PTX needs the CUDA toolkit (libdevice for
   // the math functions), which a machine that trains on its CPU may lack.
   if (a.emit == "ptx" || (a.emit == "plan" && a.target_opt->count() > 0)) po.ptx_target = a.target;

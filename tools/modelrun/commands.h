@@ -1,4 +1,4 @@
-// The subcommands of `modelrun`: train, eval and bench. They use only the runtime's
+// The subcommands of `modelrun`: train, eval, bench, predict and generate. They use only the runtime's
 // embedding API (Session, data loaders, checkpoints) on a Program the compiler built in
 // process.
 #pragma once
@@ -58,9 +58,30 @@ struct BenchOptions {
   int64_t top = 15;                    // --top N rows of it (0: all)
 };
 
+struct PredictOptions {
+  CommonOptions common;
+  std::string checkpoint;
+  std::vector<std::string> outputs;    // --output NAME: tensors of the model's body (default: its outputs without the target)
+  std::string split = "held-out";      // --split held-out|train|all: which examples of the data
+  std::string out;                     // -o FILE.csv|FILE.jsonl (default: CSV on stdout)
+};
+
+struct GenerateOptions {
+  CommonOptions common;
+  std::string checkpoint;
+  std::string prompt;
+  int64_t tokens = 200;                // --tokens N to generate
+  double temperature = 1.0;            // 0: always the most likely token
+  int64_t top_k = 0;                   // 0: every token
+  double top_p = 1.0;                  // nucleus sampling; 1: every token
+  std::string output = "logits";       // the tensor of next-token scores
+};
+
 // Each returns the process exit status; errors are printed as "modelrun: error: ...".
 int run_train(const TrainOptions& o);
 int run_eval(const EvalOptions& o);
 int run_bench(const BenchOptions& o);
+int run_predict(const PredictOptions& o);    // tools/modelrun/infer.cc
+int run_generate(const GenerateOptions& o);  // tools/modelrun/infer.cc
 
 }  // namespace modelrun

@@ -5,6 +5,8 @@
 //   modelrun eval  FILE.model --checkpoint CKPT
 //   modelrun bench FILE.model [--steps N] [--batch N] [--threads N]
 //   modelrun bench --compare-fusion FILE.model|DIR... [--steps N] [--torch-json FILE]
+//   modelrun predict FILE.model --checkpoint CKPT [--output NAME] [--split S] [-o FILE.csv|.jsonl]
+//   modelrun generate FILE.model --checkpoint CKPT --prompt TEXT [--tokens N] [--temperature T] ...
 //
 // Exit status: 0 success, 1 an error in the model, its data or a checkpoint, 2 bad usage.
 #include <CLI/CLI.hpp>
@@ -69,13 +71,49 @@ void add_common(CLI::App* app, modelrun::CommonOptions& c) {
       ->option_text("BYTES");
 }
 
+CLI::App* add_predict(CLI::App& app, modelrun::PredictOptions& pr) {
+  CLI::App* predict = app.add_subcommand(
+      "predict", "run a trained model's forward pass (eval mode, no target, no loss) on its data: every output per example");
+  add_common(predict, pr.common);
+  predict->add_option("--checkpoint", pr.checkpoint, "the trained model")->required();
+  predict->add_option("--output", pr.outputs,
+                      "what to predict: tensors of the model's body by name (repeatable; default: the model's outputs "
+                      "that do not read its target, such as logits; .model files only)")
+      ->option_text("NAME")
+      ->allow_extra_args(false);
+  predict->add_option("--split", pr.split, "which examples of the data: held-out, train or all")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"held-out", "train", "all"}));
+  predict->add_option("-o", pr.out,
+                      "write the predictions to FILE.csv or FILE.jsonl (default: CSV on stdout); a classifier's "
+                      "logits also give the predicted class and its probability")
+      ->option_text("FILE");
+  return predict;
+}
+
+CLI::App* add_generate(CLI::App& app, modelrun::GenerateOptions& g) {
+  CLI::App* generate = app.add_subcommand("generate", "continue a prompt with a trained text model, one token at a time");
+  add_common(generate, g.common);
+  generate->add_option("--checkpoint", g.checkpoint, "the trained model (its vocabulary is read from it)")->required();
+  generate->add_option("--prompt", g.prompt, "the text to continue")->required();
+  generate->add_option("--tokens", g.tokens, "how many tokens to generate")->capture_default_str();
+  generate->add_option("--temperature", g.temperature, "divides the scores before sampling (0: always the most likely token)")
+      ->capture_default_str();
+  generate->add_option("--top-k", g.top_k, "sample among the K most likely tokens only (0: all)")->capture_default_str();
+  generate->add_option("--top-p", g.top_p, "sample among the fewest most likely tokens whose probability reaches P")
+      ->capture_default_str();
+  generate->add_option("--output", g.output, "the model's tensor of next-token scores [batch, T, vocabulary]")
+      ->capture_default_str();
+  return generate;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // A file-size limit (ulimit -f) makes a write fail with "File too large", as a full disk
   // does with its reason, instead of killing the process.
   std::signal(SIGXFSZ, SIG_IGN);
-  CLI::App app{"modelrun: train, evaluate and benchmark .model and .plan files, on the CPU or a CUDA GPU (--device)"};
+  CLI::App app{"modelrun: train, evaluate, benchmark and use .model and .plan files, on the CPU or a CUDA GPU (--device)"};
   app.set_version_flag("--version", std::string("modelrun ") + MODELC_VERSION);
   app.require_subcommand(1);
 
@@ -128,6 +166,11 @@ int main(int argc, char** argv) {
                     "tools/torch_fusion_bench.py --json FILE")
       ->needs(compare);
 
+  modelrun::PredictOptions pr;
+  CLI::App* predict = add_predict(app, pr);
+  modelrun::GenerateOptions g;
+  CLI::App* generate = add_generate(app, g);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& err) {
@@ -141,5 +184,7 @@ int main(int argc, char** argv) {
     return modelrun::run_train(t);
   }
   if (eval->parsed()) return modelrun::run_eval(e);
+  if (predict->parsed()) return modelrun::run_predict(pr);
+  if (generate->parsed()) return modelrun::run_generate(g);
   return modelrun::run_bench(b);
 }

@@ -74,7 +74,7 @@ int64_t numel(const std::vector<int64_t>& s) {
 }  // namespace
 
 std::shared_ptr<const Dataset> Dataset::open(const DataSpec& spec, const std::string& base_dir, uint64_t seed,
-                                             double validation, ElemType label_type) {
+                                             double validation, ElemType label_type, const Standardization* stats) {
   auto path = [&](const std::string& p) { return resolve_data_path(base_dir, p); };
   if (label_type != ElemType::I32 && (label_type != ElemType::F32 || spec.kind != "csv"))
     throw DataError(fmt::format("data source {}() gives {}, but the model's target input is {}: {}", spec.kind,
@@ -101,7 +101,7 @@ std::shared_ptr<const Dataset> Dataset::open(const DataSpec& spec, const std::st
     Examples all = load_csv(path(str_arg(spec, "path")), int_arg(spec, "label_column", -1), int_arg(spec, "header", 0) != 0,
                             label_type);
     const bool normalize = int_arg(spec, "normalize", 1) != 0;
-    return std::make_shared<Dataset>(std::move(all), std::nullopt, Vocab{}, seed, validation, normalize);
+    return std::make_shared<Dataset>(std::move(all), std::nullopt, Vocab{}, seed, validation, normalize, stats);
   }
   if (spec.kind == "text" || spec.kind == "tokens") {
     Vocab vocab;
@@ -115,7 +115,7 @@ std::shared_ptr<const Dataset> Dataset::open(const DataSpec& spec, const std::st
 }
 
 Dataset::Dataset(Examples all, std::optional<Examples> test, Vocab vocab, uint64_t seed, double validation,
-                 bool standardize)
+                 bool standardize, const Standardization* stats)
     : vocab_(std::move(vocab)) {
   if (!(validation < 1.0)) throw DataError(fmt::format("{}: validation fraction {} must be below 1", all.origin, validation));
   if (validation <= 0.0) validation = 0.1;
@@ -138,8 +138,20 @@ Dataset::Dataset(Examples all, std::optional<Examples> test, Vocab vocab, uint64
     heldout_idx_.assign(order.end() - h, order.end());
     heldout_ = train_;
   }
-  if (standardize && train_->context == 0) {
-    const int64_t f = train_->feature_numel();
+  if (standardize && train_->context == 0) standardize_features(stats);
+}
+
+// csv's standardisation: `stats` (a trained model's, from its checkpoint) or the training
+// split's own, applied to both splits.
+void Dataset::standardize_features(const Standardization* stats) {
+  const int64_t f = train_->feature_numel();
+  if (stats) {
+    if (static_cast<int64_t>(stats->mean.size()) != f || stats->std.size() != stats->mean.size())
+      throw DataError(fmt::format("{}: the examples have {} feature columns, the trained model's standardisation "
+                                  "statistics {}", train_->origin, f, stats->mean.size()));
+    mean_ = stats->mean;
+    std_ = stats->std;
+  } else {
     std::vector<double> sum(static_cast<size_t>(f), 0.0), sq(static_cast<size_t>(f), 0.0);
     for (int64_t i : train_idx_) {
       const float* x = train_->features.data() + i * f;
@@ -160,16 +172,16 @@ Dataset::Dataset(Examples all, std::optional<Examples> test, Vocab vocab, uint64
       double sd = std::sqrt(sq[static_cast<size_t>(j)] / cnt);
       std_[static_cast<size_t>(j)] = sd > 1e-12 ? static_cast<float>(sd) : 1.0f;
     }
-    auto apply = [&](Examples& e) {
-      for (int64_t i = 0; i < e.count; ++i)
-        for (int64_t j = 0; j < f; ++j) {
-          float& v = e.features[static_cast<size_t>(i * f + j)];
-          v = (v - mean_[static_cast<size_t>(j)]) / std_[static_cast<size_t>(j)];
-        }
-    };
-    apply(*train_);
-    if (heldout_ != train_) apply(*heldout_);
   }
+  auto apply = [&](Examples& e) {
+    for (int64_t i = 0; i < e.count; ++i)
+      for (int64_t j = 0; j < f; ++j) {
+        float& v = e.features[static_cast<size_t>(i * f + j)];
+        v = (v - mean_[static_cast<size_t>(j)]) / std_[static_cast<size_t>(j)];
+      }
+  };
+  apply(*train_);
+  if (heldout_ != train_) apply(*heldout_);
 }
 
 void Dataset::check_input(const std::string& input, ElemType type, const std::vector<int64_t>& example_shape) const {

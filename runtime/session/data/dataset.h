@@ -38,19 +38,26 @@ const char* split_name(Split s);  // "train", "held-out"
 // on every machine and run. Fisher-Yates with 64-bit draws.
 std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, uint64_t stream);
 
+// csv's per-column standardisation: x' = (x - mean) / std.
+struct Standardization {
+  std::vector<float> mean, std;
+};
+
 class Dataset {
  public:
   // Reads the source `spec` names (relative paths resolved against base_dir, the .model
   // file's directory) and splits it. `label_type`: the dtype of the model's target input,
   // i32 (class labels, target tokens) or f32 (regression targets: csv only). Throws
-  // DataError.
+  // DataError. `stats`: csv's standardisation with these statistics (a trained model's,
+  // runtime/session/data/preprocess.h) instead of the training split's own.
   static std::shared_ptr<const Dataset> open(const DataSpec& spec, const std::string& base_dir, uint64_t seed,
-                                             double validation, ElemType label_type = ElemType::I32);
+                                             double validation, ElemType label_type = ElemType::I32,
+                                             const Standardization* stats = nullptr);
   // From examples in memory: `test` is the held-out set, or nullopt to split `all` as above
   // (windowed examples: the tail in order; dense ones: shuffled once). `standardize`: csv's
   // per-column standardisation with training statistics.
   Dataset(Examples all, std::optional<Examples> test, Vocab vocab, uint64_t seed, double validation,
-          bool standardize);
+          bool standardize, const Standardization* stats = nullptr);
 
   const std::string& origin() const { return train_->origin; }
   int64_t size(Split s) const { return static_cast<int64_t>(indices(s).size()); }
@@ -95,6 +102,7 @@ class Dataset {
   std::vector<int64_t> train_idx_, heldout_idx_;
   Vocab vocab_;
   std::vector<float> mean_, std_;
+  void standardize_features(const Standardization* stats);
 };
 
 }  // namespace modelc::rt

@@ -57,8 +57,12 @@ std::vector<int32_t> Vocab::encode(const std::string& s) const {
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
     int32_t id = has_chars() ? ids[static_cast<uint8_t>(s[i])] : -1;
-    if (id < 0) throw DataError(fmt::format("character {} (byte 0x{:02x}) at offset {} is not in the corpus's vocabulary",
-                                            i, static_cast<unsigned>(static_cast<uint8_t>(s[i])), i));
+    if (id < 0) {
+      const auto byte = static_cast<uint8_t>(s[i]);
+      const std::string shown = byte >= 0x20 && byte < 0x7f ? fmt::format("'{}' ", s[i]) : "";
+      throw DataError(fmt::format("the character {}(byte 0x{:02x}) at offset {} is not in the vocabulary of {} "
+                                  "characters the model was trained with", shown, static_cast<unsigned>(byte), i, size));
+    }
     out.push_back(id);
   }
   return out;
