@@ -20,10 +20,6 @@ std::vector<std::string> metric_names(const rt::Program& p) {
   return names;
 }
 
-namespace {
-
-// The predictions of `logits` [..., classes] that equal the labels [...]; false when the
-// output is not shaped so.
 bool count_correct(const rt::HostTensor& logits, const rt::HostTensor& labels, int64_t& correct, int64_t& predictions) {
   if (labels.type != rt::ElemType::I32 || logits.type != rt::ElemType::F32 ||
       logits.shape.size() != labels.shape.size() + 1 || logits.numel() != labels.numel() * logits.shape.back())
@@ -39,8 +35,6 @@ bool count_correct(const rt::HostTensor& logits, const rt::HostTensor& labels, i
   }
   return true;
 }
-
-}  // namespace
 
 EvalResult evaluate(rt::Session& s, const EvalFeeds& f, const std::shared_ptr<const rt::Dataset>& ds, int64_t batch) {
   rt::EvalLoader loader(ds, rt::Split::Heldout, batch, f.example_shape);

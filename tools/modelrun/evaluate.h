@@ -33,6 +33,11 @@ struct EvalFeeds {
 EvalResult evaluate(modelc::rt::Session& s, const EvalFeeds& f, const std::shared_ptr<const modelc::rt::Dataset>& ds,
                     int64_t batch);
 
+// Adds to `correct` and `predictions` the argmax predictions of `logits` [..., classes] that
+// equal the i32 labels [...]; false (nothing added) when they are not shaped so.
+bool count_correct(const modelc::rt::HostTensor& logits, const modelc::rt::HostTensor& labels, int64_t& correct,
+                   int64_t& predictions);
+
 // The names of the metrics evaluate reports for program p (for the metrics file's columns).
 std::vector<std::string> metric_names(const modelc::rt::Program& p);
 

@@ -118,18 +118,13 @@ int run_generate(const GenerateOptions& o) {
     check_options(o);
     Loaded l = compile(o.common, false, std::vector<std::string>{o.output});
     const rt::Program& p = *l.program;
+    const rt::Feed& in = predict_feed(l, o.common.file);
     const rt::Function* fn = p.function("predict");
-    if (!fn) throw std::runtime_error(fmt::format("{}: the plan has no predict function (compile it with modelc --output {})",
-                                                  o.common.file, o.output));
     uint32_t out_buf = rt::kNoBuffer;
     for (const auto& [name, buf] : fn->outputs) out_buf = name == o.output ? buf : out_buf;
     if (out_buf == rt::kNoBuffer)
       throw std::runtime_error(fmt::format("{}: the predict function has no output '{}' (give its name with --output)",
                                            o.common.file, o.output));
-    const rt::Feed& in = *[&] {
-      for (const rt::Feed& f : fn->feeds) if (f.name == l.features) return &f;
-      throw std::runtime_error(fmt::format("model '{}': '{}' does not read input '{}'", p.model, o.output, l.features));
-    }();
     const rt::BufferDesc& ib = p.buffers[in.buffer];
     const rt::BufferDesc& ob = p.buffers[out_buf];
     if (ib.type != rt::ElemType::I32 || ib.shape.size() != 2 || !ib.shape[1].is_constant() || ob.shape.size() != 3 ||

@@ -2,18 +2,14 @@
 // predict function, compiler/passes/predict.h) on data, and text continued token by token.
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <map>
-#include <numeric>
 
-#include "runtime/base/philox.h"
 #include "runtime/session/data/preprocess.h"
 #include "runtime/session/temp_files.h"
 #include "tools/modelrun/commands.h"
+#include "tools/modelrun/evaluate.h"
 #include "tools/modelrun/load.h"
 #include "tools/modelrun/train_state.h"
 
@@ -23,18 +19,6 @@ namespace fs = std::filesystem;
 using namespace modelc;
 
 namespace {
-
-// The predict function's feed, which must be the one input the data gives (`given`).
-const rt::Feed& only_feed(const rt::Program& p, const std::string& given) {
-  const rt::Function& fn = *p.function("predict");
-  for (const rt::Feed& f : fn.feeds)
-    if (f.name != given)
-      throw std::runtime_error(fmt::format("model '{}': the values to predict read input '{}', which the data does not "
-                                           "give (it gives '{}')", p.model, f.name, given));
-  if (fn.feeds.empty())
-    throw std::runtime_error(fmt::format("model '{}': the values to predict read no input", p.model));
-  return fn.feeds.front();
-}
 
 // --- predict -----------------------------------------------------------------------------
 
@@ -115,10 +99,7 @@ int run_predict(const PredictOptions& o) {
       throw UsageError(fmt::format("-o {}: predictions are written as .csv or .jsonl", o.out));
     Loaded l = compile(o.common, false, o.outputs);
     apply_common(l.program->train, o.common);
-    if (!l.program->function("predict"))
-      throw std::runtime_error(fmt::format("{}: the plan has no predict function (compile it with modelc --inference, "
-                                           "or --output NAME)", o.common.file));
-    const rt::Feed& input = only_feed(*l.program, l.features);
+    const rt::Feed& input = predict_feed(l, o.common.file);
     rt::Session s(l.program, session_options(o.common));
     const rt::Checkpoint c = load_trained(s, o.checkpoint);
     const std::optional<rt::Standardization> stats = rt::recorded_standardization(c);
@@ -139,13 +120,6 @@ int run_predict(const PredictOptions& o) {
         auto out = s.predict({{input.name, b->features}});
         for (int64_t i = 0; i < b->size(); ++i, ++pos) {
           rows.add(rt::split_name(split), ds->indices(split)[static_cast<size_t>(pos)], b->labels, i, out, names);
-          auto lg = out.find("logits");
-          if (lg != out.end() && lg->second.shape.size() == 2 && b->labels.shape.size() == 1 &&
-              b->labels.type == rt::ElemType::I32) {
-            const float* v = lg->second.f32() + i * lg->second.shape[1];
-            correct += std::max_element(v, v + lg->second.shape[1]) - v == b->labels.i32()[i];
-            ++classified;
-          }
           if (b->labels.shape.size() == 1 && b->labels.type == rt::ElemType::F32) {
             for (const auto& [name, t] : out)
               if (t.type == rt::ElemType::F32 && t.shape.size() == 1)
@@ -153,6 +127,9 @@ int run_predict(const PredictOptions& o) {
             ++regressed;
           }
         }
+        // A classifier's accuracy, counted as modelrun eval counts it.
+        if (auto lg = out.find("logits"); lg != out.end() && lg->second.shape.size() == 2)
+          count_correct(lg->second, b->labels, correct, classified);
         n += b->size();
       }
     }

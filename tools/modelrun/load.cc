@@ -263,6 +263,20 @@ rt::Checkpoint load_trained(rt::Session& s, const std::string& path) {
   return c;
 }
 
+const rt::Feed& predict_feed(const Loaded& l, const std::string& file) {
+  const rt::Program& p = *l.program;
+  const rt::Function* fn = p.function("predict");
+  if (!fn)
+    throw std::runtime_error(fmt::format("{}: the plan has no predict function (compile it with modelc --inference, "
+                                         "or --output NAME)", file));
+  for (const rt::Feed& f : fn->feeds)
+    if (f.name != l.features)
+      throw std::runtime_error(fmt::format("model '{}': the values to predict read input '{}', which the data does not "
+                                           "give (it gives '{}')", p.model, f.name, l.features));
+  if (fn->feeds.empty()) throw std::runtime_error(fmt::format("model '{}': the values to predict read no input", p.model));
+  return fn->feeds.front();
+}
+
 int guarded(const std::function<int()>& body) {
   try {
     return body();

@@ -69,6 +69,10 @@ int64_t predicted_peak(const rt::Program& p);
 // The trained parameters and buffers of checkpoint `path` (one of the session's model) into s.
 rt::Checkpoint load_trained(rt::Session& s, const std::string& path);
 
+// The feed of the program's predict function, which must read the data's features input
+// and nothing else; an error naming `file` when the program has no predict function.
+const rt::Feed& predict_feed(const Loaded& l, const std::string& file);
+
 // Runs a subcommand's body: its exit status, or 1 after Reported or an error (printed as
 // "modelrun: error: ..."), 2 after a UsageError.
 int guarded(const std::function<int()>& body);
