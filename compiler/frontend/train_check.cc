@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "compiler/frontend/sema_impl.h"
@@ -68,10 +69,16 @@ const Vocab kEarlyStopping[] = {
     {"early_stopping", "metric: str = \"loss\", patience: int = 5, min_delta: float = 0.0, mode: str = \"auto\""},
 };
 
+// The data sources checked by check_array_source rather than by a signature.
+const char* const kArraySources[] = {"npy", "npz", "safetensors"};
+
 template <size_t N>
 std::string names_of(const Vocab (&v)[N]) {
+  std::vector<std::string> all;
+  for (const Vocab& c : v) all.push_back(c.name);
+  if (&v[0] == &kData[0]) all.insert(all.end(), std::begin(kArraySources), std::end(kArraySources));
   std::string s;
-  for (size_t i = 0; i < N; ++i) s += (i ? (i + 1 == N ? " or " : ", ") : "") + std::string(v[i].name);
+  for (size_t i = 0; i < all.size(); ++i) s += (i ? (i + 1 == all.size() ? " or " : ", ") : "") + all[i];
   return s;
 }
 
@@ -89,6 +96,7 @@ bool check_call(Sema& s, const ast::Expr& e, const Vocab (&vocab)[N], const char
     names.push_back(c.name);
     if (e.text == c.name) v = &c;
   }
+  if (&vocab[0] == &kData[0]) names.insert(names.end(), std::begin(kArraySources), std::end(kArraySources));
   if (!v) {
     s.diags_.error(e.loc, fmt::format("unknown {} '{}'{}; expected {}", what, e.text, s.suggest(e.text, names), names_of(vocab)));
     return false;
@@ -251,6 +259,74 @@ bool check_param_groups(Sema& s, const ast::Expr& v, TrainConfig& out) {
 
 }  // namespace
 
+namespace {
+
+bool is_array_source(const std::string& kind) {
+  return std::find(std::begin(kArraySources), std::end(kArraySources), kind) != std::end(kArraySources);
+}
+
+// `npy(x = "x.npy", y = "y.npy")`: every input of the model bound by name to a .npy file;
+// `npz("d.npz", test = "t.npz", x = "images")` and `safetensors(...)`: one file of arrays
+// (and a held-out one), each input reading the array of its own name unless a keyword names
+// another. Bindings are stored as arguments "input.NAME" (rt::DataSpec).
+bool check_array_source(Sema& s, const ast::Expr& e, std::optional<TrainCall>& dst) {
+  TrainCall c;
+  c.kind = e.text;
+  c.loc = e.loc;
+  const bool npy = c.kind == "npy";
+  std::vector<std::string> inputs;
+  for (NodeId id : s.g_->inputs) inputs.push_back(s.g_->nodes[id].name);
+  auto str = [&](const ast::Expr& v, const std::string& what) -> std::optional<std::string> {
+    if (v.kind == ast::Expr::Kind::Str && !v.text.empty()) return v.text;
+    s.diags_.error(v.loc, fmt::format("{}(): {} must be a non-empty string", c.kind, what));
+    return std::nullopt;
+  };
+  bool ok = true;
+  if (npy ? !e.items.empty() : e.items.size() != 1) {
+    s.diags_.error(e.loc, npy ? "npy() binds inputs by name: npy(x = \"x.npy\", y = \"y.npy\"), one .npy file per input"
+                              : fmt::format("{}() takes one file: {}(\"data.{}\", test = \"held-out.{}\", INPUT = \"ARRAY\")",
+                                            c.kind, c.kind, c.kind, c.kind));
+    return false;
+  }
+  if (!npy) {
+    auto path = str(*e.items[0], "the file");
+    if (!path) return false;
+    c.args.set("path", *path);
+    c.args.set("test", std::string());
+  }
+  for (const ast::KeywordArg& k : e.keywords) {
+    if (!npy && k.name == "test") {  // "" (the default): no held-out file
+      const bool empty = k.value->kind == ast::Expr::Kind::Str && k.value->text.empty();
+      auto t = empty ? std::optional<std::string>("") : str(*k.value, "'test' (the held-out file)");
+      ok &= t.has_value();
+      if (t) c.args.set("test", *t);
+      continue;
+    }
+    if (std::find(inputs.begin(), inputs.end(), k.name) == inputs.end()) {
+      s.diags_.error(k.loc, fmt::format("{}(): model '{}' has no input '{}'{}", c.kind, s.g_->name, k.name,
+                                        s.suggest(k.name, inputs)));
+      ok = false;
+      continue;
+    }
+    auto v = str(*k.value, fmt::format("the {} of input '{}'", npy ? "file" : "array name", k.name));
+    ok &= v.has_value();
+    if (v) c.args.set("input." + k.name, *v);
+  }
+  for (const std::string& in : inputs) {
+    if (c.args.has("input." + in)) continue;
+    if (npy) {
+      s.diags_.error(e.loc, fmt::format("npy(): model input '{}' is bound to no file (add {} = \"{}.npy\")", in, in, in));
+      ok = false;
+    } else {
+      c.args.set("input." + in, in);  // the array of the input's own name
+    }
+  }
+  if (ok) dst = std::move(c);
+  return ok;
+}
+
+}  // namespace
+
 // Long by design: one check per train-section key, in the order docs/language.md lists them.
 bool check_train(Sema& s, const ast::Train& t, TrainConfig& out) {
   out.model = t.name;
@@ -295,6 +371,10 @@ bool check_train(Sema& s, const ast::Train& t, TrainConfig& out) {
     };
     const std::string& k = e.key;
     if (k == "data") {
+      if (e.value->kind == ast::Expr::Kind::Call && is_array_source(e.value->text)) {
+        ok &= check_array_source(s, *e.value, out.data);
+        continue;
+      }
       ok &= call(kData, "data source", out.data);
       if (out.data && out.data->kind == "idx" &&
           out.data->args.s("test_images").empty() != out.data->args.s("test_labels").empty()) {

@@ -10,30 +10,7 @@
 file(REMOVE_RECURSE ${OUT})
 file(MAKE_DIRECTORY ${OUT})
 
-function(run)
-  cmake_parse_arguments(R "" "RC;OUT;ERR" "" ${ARGN})
-  execute_process(COMMAND ${MODELRUN} ${R_UNPARSED_ARGUMENTS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT DEFINED R_RC)
-    set(R_RC 0)
-  endif()
-  if(NOT rc EQUAL R_RC)
-    message(FATAL_ERROR "modelrun ${R_UNPARSED_ARGUMENTS}: rc ${rc}, expected ${R_RC}\n${out}\n${err}")
-  endif()
-  if(R_OUT)
-    set(${R_OUT} "${out}" PARENT_SCOPE)
-  endif()
-  if(R_ERR)
-    set(${R_ERR} "${err}" PARENT_SCOPE)
-  endif()
-endfunction()
-
-# Fails unless `text` matches; its first group is then CMAKE_MATCH_1 of the caller.
-function(expect text pattern what)
-  if(NOT text MATCHES "${pattern}")
-    message(FATAL_ERROR "${what}: expected /${pattern}/ in:\n${text}")
-  endif()
-  set(CMAKE_MATCH_1 "${CMAKE_MATCH_1}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/modelrun_helpers.cmake)
 
 # Fails unless the list `items` has `n` entries.
 function(expect_count items n what)

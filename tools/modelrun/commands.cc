@@ -131,8 +131,11 @@ struct TrainLoop {
       if (s.step() < shape.total && !watches.stop && (in_flight.empty() || (in_flight.size() < 2 && !in_flight.back().due))) {
         rt::Batch b = loader.next();
         if (!o.dump_batches.empty()) {
-          dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.features), b.features);
-          dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.labels), b.labels);
+          for (const auto& [name, tensor] : b.named) dumped.emplace_back(fmt::format("step{}.{}", s.step(), name), tensor);
+          if (b.named.empty()) {
+            dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.features), b.features);
+            dumped.emplace_back(fmt::format("step{}.{}", s.step(), l.labels), b.labels);
+          }
         }
         Submitted f{s.step() + 1, b.epoch, b.size(), s.current_lr(), false, false};
         s.submit_step(feed(l, b));

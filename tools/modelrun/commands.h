@@ -64,6 +64,7 @@ struct PredictOptions {
   std::vector<std::string> outputs;    // --output NAME: tensors of the model's body (default: its outputs without the target)
   std::string split = "held-out";      // --split held-out|train|all: which examples of the data
   std::string out;                     // -o FILE.csv|FILE.jsonl (default: CSV on stdout)
+  std::vector<std::string> inputs;     // --input FILE.npz|FILE.safetensors|INPUT=FILE.npy: new data (array sources)
 };
 
 struct GenerateOptions {

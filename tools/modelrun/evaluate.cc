@@ -46,8 +46,11 @@ EvalResult evaluate(rt::Session& s, const EvalFeeds& f, const std::shared_ptr<co
   while (auto b = loader.next()) {
     const int64_t n = b->size();
     std::map<std::string, rt::HostTensor> in;
-    in[f.features] = std::move(b->features);
-    in[f.labels] = std::move(b->labels);
+    for (auto& [name, t] : b->named) in[name] = std::move(t);  // an array source: every input by name
+    if (b->named.empty()) {
+      in[f.features] = std::move(b->features);
+      in[f.labels] = std::move(b->labels);
+    }
     auto out = s.eval(in);
     loss_sum += static_cast<double>(out.at("loss").f32()[0]) * static_cast<double>(n);
     for (size_t k = 0; k < names.size(); ++k) sums[k] += static_cast<double>(out.at(names[k]).f32()[0]) * static_cast<double>(n);

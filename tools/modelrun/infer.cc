@@ -1,6 +1,7 @@
 // modelrun predict and generate: a trained model's forward pass in eval mode (the Program's
 // predict function, compiler/passes/predict.h) on data, and text continued token by token.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <filesystem>
@@ -39,7 +40,7 @@ struct Rows {
   void add(const std::string& split, int64_t example, const rt::HostTensor& labels, int64_t i,
            const std::map<std::string, rt::HostTensor>& out, const std::vector<std::string>& names) {
     std::vector<std::pair<std::string, std::string>> cols = {{"split", split}, {"example", std::to_string(example)}};
-    if (labels.shape.size() == 1)
+    if (labels.shape.size() == 1 && (labels.type == rt::ElemType::I32 || labels.type == rt::ElemType::F32))
       cols.emplace_back("label", labels.type == rt::ElemType::I32 ? std::to_string(labels.i32()[i]) : number(labels.f32()[i]));
     for (const std::string& name : names) {
       const rt::HostTensor& t = out.at(name);
@@ -99,11 +100,14 @@ int run_predict(const PredictOptions& o) {
       throw UsageError(fmt::format("-o {}: predictions are written as .csv or .jsonl", o.out));
     Loaded l = compile(o.common, false, o.outputs);
     apply_common(l.program->train, o.common);
-    const rt::Feed& input = predict_feed(l, o.common.file);
+    predict_feed(l, o.common.file);
+    if (!o.inputs.empty() && o.split != "held-out")
+      throw UsageError("--split does not apply with --input: every example of the input is predicted, in file order");
+    std::shared_ptr<const rt::Dataset> ds = o.inputs.empty() ? nullptr : open_input(l, o.inputs);
     rt::Session s(l.program, session_options(o.common));
     const rt::Checkpoint c = load_trained(s, o.checkpoint);
     const std::optional<rt::Standardization> stats = rt::recorded_standardization(c);
-    auto ds = open_data(l, stats ? &*stats : nullptr);
+    if (!ds) ds = open_data(l, stats ? &*stats : nullptr);
     if (!stats && !ds->feature_mean().empty() && !o.common.quiet)
       fmt::print(stderr, "note: {} records no standardisation statistics (an older modelrun wrote it); {} is "
                  "standardised with its own training split's\n", o.checkpoint, ds->origin());
@@ -117,19 +121,21 @@ int run_predict(const PredictOptions& o) {
       rt::EvalLoader loader(ds, split, micro_batch(l.program->train), l.example_shape);
       int64_t pos = 0;
       while (auto b = loader.next()) {
-        auto out = s.predict({{input.name, b->features}});
+        auto out = s.predict(predict_inputs(l, *b));
+        const rt::HostTensor& labels = batch_labels(l, *b);
         for (int64_t i = 0; i < b->size(); ++i, ++pos) {
-          rows.add(rt::split_name(split), ds->indices(split)[static_cast<size_t>(pos)], b->labels, i, out, names);
-          if (b->labels.shape.size() == 1 && b->labels.type == rt::ElemType::F32) {
+          rows.add(o.inputs.empty() ? rt::split_name(split) : "input", ds->indices(split)[static_cast<size_t>(pos)], labels,
+                   i, out, names);
+          if (labels.shape.size() == 1 && labels.type == rt::ElemType::F32) {
             for (const auto& [name, t] : out)
               if (t.type == rt::ElemType::F32 && t.shape.size() == 1)
-                abs_err[name] += std::fabs(static_cast<double>(t.f32()[i]) - b->labels.f32()[i]);
+                abs_err[name] += std::fabs(static_cast<double>(t.f32()[i]) - labels.f32()[i]);
             ++regressed;
           }
         }
         // A classifier's accuracy, counted as modelrun eval counts it.
         if (auto lg = out.find("logits"); lg != out.end() && lg->second.shape.size() == 2)
-          count_correct(lg->second, b->labels, correct, classified);
+          count_correct(lg->second, labels, correct, classified);
         n += b->size();
       }
     }
@@ -142,7 +148,8 @@ int run_predict(const PredictOptions& o) {
       for (const auto& [name, sum] : abs_err)
         acc += fmt::format("; {}: mean absolute error {:.4f} against their targets", name,
                            sum / static_cast<double>(regressed));
-      fmt::print(stderr, "{}: {} examples ({} split) predicted{}{}\n", l.program->model, n, o.split,
+      fmt::print(stderr, "{}: {} examples ({}) predicted{}{}\n", l.program->model, n,
+                 o.inputs.empty() ? o.split + " split" : fmt::format("{}", fmt::join(o.inputs, " ")),
                  o.out.empty() ? "" : " into " + o.out, acc);
     }
     return 0;

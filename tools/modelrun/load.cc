@@ -1,8 +1,11 @@
 #include "tools/modelrun/load.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
-#include <fmt/format.h>
 #include <iostream>
 
 #include "compiler/lowered/memory_report.h"
@@ -72,6 +75,32 @@ std::shared_ptr<rt::Program> compile_model(const CommonOptions& c, bool train,
   return program;
 }
 
+// The inputs of an array source: every feed of the eval function by name, each a batch of
+// examples of a shape known when it compiles.
+Loaded bind_named(const CommonOptions& c, Loaded l) {
+  const rt::Program& p = *l.program;
+  const rt::Function& eval = *p.function("eval");
+  if (eval.feeds.empty()) throw std::runtime_error(fmt::format("{}: model '{}' has no inputs to feed", c.file, p.model));
+  for (const rt::Feed& f : eval.feeds) {
+    const rt::BufferDesc& d = p.buffers[f.buffer];
+    if (d.shape.empty())
+      throw std::runtime_error(fmt::format("{}: input '{}' is a scalar; the data feeds a batch of examples to each input "
+                                           "(give it a batch dim, e.g. f32[B, ...])", c.file, f.name));
+    rt::InputSpec in{f.name, d.type, {}};
+    for (size_t k = 1; k < d.shape.size(); ++k) {
+      if (!d.shape[k].is_constant())
+        throw std::runtime_error(fmt::format("{}: input '{}' has a size other than the batch that is not known ({}); bind it "
+                                             "with -D", c.file, f.name, d.shape[k].str(p.symbols)));
+      in.example_shape.push_back(d.shape[k].eval({}));
+    }
+    l.inputs.push_back(std::move(in));
+  }
+  l.features = l.inputs.front().name;
+  l.labels = l.inputs.back().name;
+  l.example_shape = l.inputs.front().example_shape;
+  return l;
+}
+
 }  // namespace
 
 Loaded compile(const CommonOptions& c, bool train, const std::optional<std::vector<std::string>>& predict) {
@@ -101,12 +130,17 @@ Loaded compile(const CommonOptions& c, bool train, const std::optional<std::vect
 
   const rt::Program& p = *l.program;
   const rt::Function* eval = p.function("eval");
+  if (eval) {
+    bool has_loss = false;
+    for (const auto& [name, buf] : eval->outputs) has_loss |= name == "loss";
+    if (!has_loss) throw std::runtime_error(fmt::format("{}: model '{}' has no output named 'loss'", c.file, p.model));
+    if (p.train.data && rt::is_array_source(p.train.data->kind)) return bind_named(c, std::move(l));
+  }
   if (!eval || eval->feeds.size() != 2)
-    throw std::runtime_error(fmt::format("{}: modelrun feeds models with two inputs (features, then labels or targets); "
-                                         "model '{}' has {}", c.file, p.model, eval ? eval->feeds.size() : 0));
-  bool has_loss = false;
-  for (const auto& [name, buf] : eval->outputs) has_loss |= name == "loss";
-  if (!has_loss) throw std::runtime_error(fmt::format("{}: model '{}' has no output named 'loss'", c.file, p.model));
+    throw std::runtime_error(fmt::format("{}: modelrun feeds models with two inputs (features, then labels or targets) "
+                                         "from idx(), csv(), text() or tokens(), and any inputs by name from npy(), npz() "
+                                         "or safetensors(); model '{}' has {}", c.file, p.model,
+                                         eval ? eval->feeds.size() : 0));
   l.features = eval->feeds[0].name;
   l.labels = eval->feeds[1].name;
   const rt::BufferDesc& f = p.buffers[eval->feeds[0].buffer];
@@ -133,6 +167,14 @@ Loaded compile(const CommonOptions& c, bool train, const std::optional<std::vect
 
 namespace {
 
+// --data NAME=VALUE of an array source: NAME an input ("input.NAME"), or path and test.
+bool override_binding(rt::DataSpec& d, const std::string& name, const std::string& value) {
+  auto it = d.strs.find("input." + name);
+  if (it == d.strs.end()) return false;
+  it->second = d.kind == "npy" && !value.empty() ? fs::absolute(value).string() : value;
+  return true;
+}
+
 // VALUE of --data NAME=VALUE as the number argument NAME of data source `kind` takes.
 template <class T>
 T data_number(const std::string& arg, const std::string& kind, const std::string& name, const std::string& value) {
@@ -157,11 +199,14 @@ void override_data(rt::TrainSettings& t, const std::vector<std::string>& data) {
   for (const std::string& d : data) {
     auto eq = d.find('=');
     if (eq == std::string::npos) {
+      if (t.data->kind == "npy")
+        throw UsageError(fmt::format("--data {}: npy() binds a file per input; give --data INPUT=FILE.npy", d));
       const char* first = t.data->kind == "idx" ? "images" : "path";
       t.data->strs[first] = fs::absolute(d).string();
       continue;
     }
     std::string name = d.substr(0, eq), value = d.substr(eq + 1);
+    if (override_binding(*t.data, name, value)) continue;
     if (t.data->strs.count(name)) t.data->strs[name] = value.empty() ? value : fs::absolute(value).string();
     else if (t.data->ints.count(name)) t.data->ints[name] = data_number<int64_t>(d, t.data->kind, name, value);
     else if (t.data->floats.count(name)) t.data->floats[name] = data_number<double>(d, t.data->kind, name, value);
@@ -175,6 +220,11 @@ std::shared_ptr<const rt::Dataset> open_data(const Loaded& l, const rt::Standard
   const rt::TrainSettings& t = l.program->train;
   if (!t.data) throw std::runtime_error(fmt::format("model '{}' has no data source (train {{ data = ... }})", l.program->model));
   const rt::Function& e = *l.program->function("eval");
+  if (l.named()) {
+    auto ds = rt::Dataset::open_arrays(*t.data, l.base_dir, static_cast<uint64_t>(t.seed), t.validation, l.inputs);
+    for (const rt::InputSpec& in : l.inputs) ds->check_indices(*l.program, in.name, false);
+    return ds;
+  }
   auto ds = rt::Dataset::open(*t.data, l.base_dir, static_cast<uint64_t>(t.seed), t.validation,
                               l.program->buffers[e.feeds[1].buffer].type, stats);
   ds->check_input(l.features, l.program->buffers[l.program->function("eval")->feeds[0].buffer].type, l.example_shape);
@@ -185,11 +235,79 @@ std::shared_ptr<const rt::Dataset> open_data(const Loaded& l, const rt::Standard
   return ds;
 }
 
+std::shared_ptr<const rt::Dataset> open_input(const Loaded& l, const std::vector<std::string>& args) {
+  const rt::Program& p = *l.program;
+  if (!l.named())
+    throw UsageError(fmt::format("--input: model '{}' reads {}() data, not arrays; give other data of that kind with "
+                                 "--data (and --split all)", p.model, p.train.data ? p.train.data->kind : "no"));
+  rt::DataSpec spec = *p.train.data;
+  const bool one_file = args.size() == 1 && args[0].find('=') == std::string::npos;
+  std::vector<std::string> names;
+  for (const rt::InputSpec& in : l.inputs) names.push_back(in.name);
+  if (one_file) {
+    const std::string ext = fs::path(args[0]).extension().string();
+    if (ext != ".npz" && ext != ".safetensors")
+      throw UsageError(fmt::format("--input {}: give a .npz or .safetensors file of arrays, or INPUT=FILE.npy per input",
+                                   args[0]));
+    if (spec.kind == "npy")  // the model's files name no arrays: each input reads the array of its name
+      for (const std::string& n : names) spec.strs["input." + n] = n;
+    spec.kind = ext.substr(1);
+    spec.strs["path"] = fs::absolute(args[0]).string();
+  } else {
+    spec = rt::DataSpec{"npy", {}, {}, {}};
+    for (const std::string& a : args) {
+      const auto eq = a.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == a.size())
+        throw UsageError(fmt::format("--input {}: with several files, give INPUT=FILE.npy for each input", a));
+      const std::string name = a.substr(0, eq);
+      if (std::find(names.begin(), names.end(), name) == names.end())
+        throw UsageError(fmt::format("--input {}: model '{}' has no input '{}' (its inputs: {})", a, p.model, name,
+                                     fmt::join(names, ", ")));
+      spec.strs["input." + name] = fs::absolute(a.substr(eq + 1)).string();
+    }
+  }
+  std::vector<rt::InputSpec> wanted;
+  const rt::Function& fn = *p.function("predict");
+  for (rt::InputSpec in : l.inputs) {
+    const bool read = std::any_of(fn.feeds.begin(), fn.feeds.end(), [&](const rt::Feed& f) { return f.name == in.name; });
+    if (!read && in.name != l.labels) continue;
+    in.optional = !read;
+    if (spec.kind == "npy" && !read && !spec.strs.count("input." + in.name)) continue;
+    wanted.push_back(std::move(in));
+  }
+  for (const rt::InputSpec& in : wanted)
+    if (spec.kind == "npy" && !in.optional && !spec.strs.count("input." + in.name))
+      throw UsageError(fmt::format("--input: the prediction reads input '{}'; give --input {}=FILE.npy", in.name, in.name));
+  auto ds = rt::Dataset::open_arrays(spec, "", static_cast<uint64_t>(p.train.seed), 0.0, wanted, /*whole=*/true);
+  for (const rt::InputSpec& in : wanted) ds->check_indices(p, in.name, false);
+  return ds;
+}
+
 std::map<std::string, rt::HostTensor> feed(const Loaded& l, rt::Batch& b) {
   std::map<std::string, rt::HostTensor> m;
+  if (l.named()) {
+    for (auto& [name, t] : b.named) m[name] = std::move(t);
+    return m;
+  }
   m[l.features] = std::move(b.features);
   m[l.labels] = std::move(b.labels);
   return m;
+}
+
+std::map<std::string, rt::HostTensor> predict_inputs(const Loaded& l, const rt::Batch& b) {
+  std::map<std::string, rt::HostTensor> m;
+  for (const rt::Feed& f : l.program->function("predict")->feeds) {
+    const rt::HostTensor* t = l.named() ? b.find(f.name) : f.name == l.features ? &b.features : nullptr;
+    if (!t) throw std::runtime_error(fmt::format("the data gives no input '{}' to predict from", f.name));
+    m[f.name] = *t;
+  }
+  return m;
+}
+
+const rt::HostTensor& batch_labels(const Loaded& l, const rt::Batch& b) {
+  static const rt::HostTensor none;
+  const rt::HostTensor* t = l.named() ? b.find(l.labels) : &b.labels;
+  return t ? *t : none;
 }
 
 EvalResult evaluate(rt::Session& s, const Loaded& l, const std::shared_ptr<const rt::Dataset>& ds, int64_t batch) {
@@ -270,7 +388,7 @@ const rt::Feed& predict_feed(const Loaded& l, const std::string& file) {
     throw std::runtime_error(fmt::format("{}: the plan has no predict function (compile it with modelc --inference, "
                                          "or --output NAME)", file));
   for (const rt::Feed& f : fn->feeds)
-    if (f.name != l.features)
+    if (!l.named() && f.name != l.features)
       throw std::runtime_error(fmt::format("model '{}': the values to predict read input '{}', which the data does not "
                                            "give (it gives '{}')", p.model, f.name, l.features));
   if (fn->feeds.empty()) throw std::runtime_error(fmt::format("model '{}': the values to predict read no input", p.model));

@@ -27,15 +27,22 @@ struct Reported {};
 struct Loaded {
   std::shared_ptr<rt::Program> program;
   std::string base_dir;  // the .model or .plan file's directory: data paths are relative to it
-  std::string features, labels;          // the model's two inputs the data feeds, in order
+  // The inputs the data feeds: a (features, labels) source feeds the model's two inputs in
+  // order; an array source (npy, npz, safetensors) every input by name, `inputs` listing them
+  // in the eval function's order (empty otherwise). `labels` is then the last one, the
+  // target predict leaves out (compiler/passes/predict.h) and accuracy is counted against.
+  std::string features, labels;
   std::vector<int64_t> example_shape;    // of one example of `features`
+  std::vector<rt::InputSpec> inputs;
+  bool named() const { return !inputs.empty(); }
 };
 
 // A .plan file (its suffix, or the plan magic whatever the suffix) is loaded as compiled;
 // anything else is compiled from source (with the train step when `train`; with the
 // predict function when `predict` is set: its outputs by name, or empty for the declared
 // ones, ProgramOptions::predict). Checks that the eval function feeds two inputs
-// (features, then labels or targets) and has a loss.
+// (features, then labels or targets; an array source: any inputs, each shaped by constants
+// but for the batch) and has a loss.
 bool is_plan(const std::string& file);
 Loaded compile(const CommonOptions& c, bool train, const std::optional<std::vector<std::string>>& predict = std::nullopt);
 
@@ -44,8 +51,16 @@ Loaded compile(const CommonOptions& c, bool train, const std::optional<std::vect
 // `stats` when given (a trained model's), else with the training split's own.
 void apply_common(rt::TrainSettings& t, const CommonOptions& c);
 std::shared_ptr<const rt::Dataset> open_data(const Loaded& l, const rt::Standardization* stats = nullptr);
-// A batch as the functions' inputs by name.
+// predict --input: new data for an array-source model (one .npz or safetensors file, or
+// INPUT=FILE.npy per input), with the inputs the predict function reads and the target if the
+// data has it; every example in file order, as both splits.
+std::shared_ptr<const rt::Dataset> open_input(const Loaded& l, const std::vector<std::string>& args);
+// A batch as the functions' inputs by name (moved out of b).
 std::map<std::string, rt::HostTensor> feed(const Loaded& l, rt::Batch& b);
+// The predict function's inputs from a batch (copied): the features, or the named inputs it
+// reads; and the batch's labels or targets (the `labels` input's values).
+std::map<std::string, rt::HostTensor> predict_inputs(const Loaded& l, const rt::Batch& b);
+const rt::HostTensor& batch_labels(const Loaded& l, const rt::Batch& b);
 
 // The session's threads, device and memory limit from the command line; the note that
 // --memory-limit does not apply on CUDA.
@@ -69,8 +84,9 @@ int64_t predicted_peak(const rt::Program& p);
 // The trained parameters and buffers of checkpoint `path` (one of the session's model) into s.
 rt::Checkpoint load_trained(rt::Session& s, const std::string& path);
 
-// The feed of the program's predict function, which must read the data's features input
-// and nothing else; an error naming `file` when the program has no predict function.
+// The (first) feed of the program's predict function, which must read inputs the data gives
+// (a (features, labels) source: the features alone); an error naming `file` when the
+// program has no predict function.
 const rt::Feed& predict_feed(const Loaded& l, const std::string& file);
 
 // Runs a subcommand's body: its exit status, or 1 after Reported or an error (printed as

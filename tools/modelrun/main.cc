@@ -5,7 +5,7 @@
 //   modelrun eval  FILE.model --checkpoint CKPT
 //   modelrun bench FILE.model [--steps N] [--batch N] [--threads N]
 //   modelrun bench --compare-fusion FILE.model|DIR... [--steps N] [--torch-json FILE]
-//   modelrun predict FILE.model --checkpoint CKPT [--output NAME] [--split S] [-o FILE.csv|.jsonl]
+//   modelrun predict FILE.model --checkpoint CKPT [--output NAME] [--split S] [--input DATA] [-o FILE.csv|.jsonl]
 //   modelrun generate FILE.model --checkpoint CKPT --prompt TEXT [--tokens N] [--temperature T] ...
 //
 // Exit status: 0 success, 1 an error in the model, its data or a checkpoint, 2 bad usage.
@@ -84,6 +84,12 @@ CLI::App* add_predict(CLI::App& app, modelrun::PredictOptions& pr) {
   predict->add_option("--split", pr.split, "which examples of the data: held-out, train or all")
       ->capture_default_str()
       ->check(CLI::IsMember({"held-out", "train", "all"}));
+  predict->add_option("--input", pr.inputs,
+                      "new data to predict from, for a model whose data is npy(), npz() or safetensors(): a .npz or "
+                      "safetensors file of arrays named as the data source names them, or INPUT=FILE.npy per input "
+                      "(repeatable); the target may be absent. Every example, in file order (--split does not apply)")
+      ->option_text("DATA")
+      ->allow_extra_args(false);
   predict->add_option("-o", pr.out,
                       "write the predictions to FILE.csv or FILE.jsonl (default: CSV on stdout); a classifier's "
                       "logits also give the predicted class and its probability")

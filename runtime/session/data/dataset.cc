@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -198,8 +199,19 @@ namespace {
 
 // The first value of `ex` outside [0, limit) that `input` would take, described with its
 // place in the file; "" when there is none.
-std::string first_bad_index(const Examples& ex, bool labels, int64_t limit, std::optional<int64_t> ignore) {
+std::string first_bad_index(const Examples& ex, const std::string& input, bool labels, int64_t limit,
+                            std::optional<int64_t> ignore) {
   auto bad = [&](int32_t v) { return !index_accepted(v, limit, ignore); };
+  for (const Examples::Field& f : ex.fields) {  // an array source: the field of the input
+    if (f.name != input || f.type != ElemType::I32) continue;
+    const int64_t per = std::max<int64_t>(1, f.example_bytes() / 4);
+    for (size_t k = 0; k < f.bytes.size() / 4; ++k) {
+      int32_t v;
+      std::memcpy(&v, f.bytes.data() + 4 * k, 4);
+      if (bad(v)) return fmt::format("{}: element {} (example {}) is {}", f.origin, k, static_cast<int64_t>(k) / per, v);
+    }
+  }
+  if (!ex.fields.empty()) return "";
   if (ex.context == 0) {
     if (!labels || ex.label_type != ElemType::I32) return "";  // dense features and targets are f32, never indices
     for (int64_t i = 0; i < ex.count; ++i) {
@@ -246,7 +258,7 @@ void Dataset::check_indices(const Program& p, const std::string& input, bool lab
   const std::string also = ignore ? fmt::format(" (or {}, the ignored index)", *ignore) : "";
   for (const Examples* ex : {train_.get(), heldout_ != train_ ? heldout_.get() : nullptr}) {
     if (!ex) continue;  // one source, split: checked once
-    std::string bad = first_bad_index(*ex, labels, limit, ignore);
+    std::string bad = first_bad_index(*ex, input, labels, limit, ignore);
     if (!bad.empty())
       throw DataError(fmt::format("{}, but input '{}' takes values in [0, {}){}: {}", bad, input, limit, also, note));
   }
@@ -275,7 +287,7 @@ void Dataset::gather(Split split, std::span<const int64_t> pos, const std::vecto
 }
 
 double Dataset::unigram_entropy() const {
-  if (train_->label_type != ElemType::I32) return std::nan("");
+  if (named() || train_->label_type != ElemType::I32) return std::nan("");
   std::vector<double> counts;
   auto add = [&](int32_t t) {
     if (t < 0) return;

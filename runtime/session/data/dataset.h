@@ -23,6 +23,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/session/data/sources.h"
@@ -43,6 +44,18 @@ struct Standardization {
   std::vector<float> mean, std;
 };
 
+// A model input an array source feeds: its name, element type and one example's shape.
+struct InputSpec {
+  std::string name;
+  ElemType type = ElemType::F32;
+  std::vector<int64_t> example_shape;
+  bool optional = false;  // absent from the data: no field (predict's target on new data)
+};
+
+// Whether a train section's data kind binds inputs by name (npy, npz, safetensors) rather
+// than giving (features, labels).
+bool is_array_source(const std::string& kind);
+
 class Dataset {
  public:
   // Reads the source `spec` names (relative paths resolved against base_dir, the .model
@@ -53,6 +66,23 @@ class Dataset {
   static std::shared_ptr<const Dataset> open(const DataSpec& spec, const std::string& base_dir, uint64_t seed,
                                              double validation, ElemType label_type = ElemType::I32,
                                              const Standardization* stats = nullptr);
+  // An array source (is_array_source): every input of `inputs` from the array the spec binds
+  // to it ("input.NAME"), converted to the input's type (runtime/session/data/arrays.h);
+  // each array's first axis numbers the examples, and the rest must hold one example of the
+  // input (the same number of values). The held-out split is the `test` file's arrays
+  // (npz, safetensors), else the validation fraction after one shuffle. Throws DataError
+  // naming the file, the array and the input.
+  // `whole`: no split; both splits are every example in file order (predict on new data).
+  static std::shared_ptr<const Dataset> open_arrays(const DataSpec& spec, const std::string& base_dir, uint64_t seed,
+                                                    double validation, const std::vector<InputSpec>& inputs,
+                                                    bool whole = false);
+  // An application's own arrays, by input name (the embedding API's data source): each
+  // tensor's first axis numbers the examples, the rest is one example (the input's shape
+  // less its batch dim). Batched, shuffled and split like an array source; `test`, when
+  // not empty, is the held-out set (the same names). Throws DataError when the tensors'
+  // example counts differ, a tensor is a scalar or its bytes do not match its shape.
+  using Tensors = std::vector<std::pair<std::string, HostTensor>>;
+  static std::shared_ptr<const Dataset> from_tensors(Tensors inputs, uint64_t seed, double validation, Tensors test = {});
   // From examples in memory: `test` is the held-out set, or nullopt to split `all` as above
   // (windowed examples: the tail in order; dense ones: shuffled once). `standardize`: csv's
   // per-column standardisation with training statistics.
@@ -92,12 +122,19 @@ class Dataset {
   void gather(Split split, std::span<const int64_t> pos, const std::vector<int64_t>& example_shape,
               HostTensor& features, HostTensor& labels) const;
 
+  // Array sources: whether the data feeds inputs by name, and each named input's examples at
+  // positions `pos` of the split, [n, example shape...], in `inputs` order.
+  bool named() const { return !train_->fields.empty(); }
+  void gather_named(Split split, std::span<const int64_t> pos,
+                    std::vector<std::pair<std::string, HostTensor>>& out) const;
+
   // The entropy in nats of the empirical distribution of the training split's targets
   // (windowed sources: every target token of every training window; dense: the class labels):
   // the loss of the best model that ignores its inputs. NaN for f32 targets.
   double unigram_entropy() const;
 
  private:
+  Dataset() = default;
   std::shared_ptr<Examples> train_, heldout_;  // heldout_ may be train_ (one source, split)
   std::vector<int64_t> train_idx_, heldout_idx_;
   Vocab vocab_;

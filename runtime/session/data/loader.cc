@@ -112,7 +112,8 @@ struct TrainMaker {
       perm_epoch = b.epoch;
     }
     std::span<const int64_t> pos(perm.data() + b.index * batch, static_cast<size_t>(batch));
-    data->gather(Split::Train, pos, shape, b.features, b.labels);
+    if (data->named()) data->gather_named(Split::Train, pos, b.named);
+    else data->gather(Split::Train, pos, shape, b.features, b.labels);
     return b;
   }
 };
@@ -123,7 +124,7 @@ TrainLoader::TrainLoader(std::shared_ptr<const Dataset> data, int64_t batch, std
                          uint64_t seed, DataPosition start, int prefetch)
     : data_(std::move(data)) {
   if (batch < 1) throw DataError(fmt::format("{}: batch size {} must be positive", data_->origin(), batch));
-  data_->check_input("features", data_->feature_type(), example_shape);
+  if (!data_->named()) data_->check_input("features", data_->feature_type(), example_shape);
   const int64_t n = data_->size(Split::Train);
   if (n < batch)
     throw DataError(fmt::format("{}: the training split has {} examples, fewer than one batch of {}", data_->origin(), n, batch));
@@ -150,7 +151,7 @@ EvalLoader::EvalLoader(std::shared_ptr<const Dataset> data, Split split, int64_t
                        int prefetch)
     : data_(std::move(data)) {
   if (batch < 1) throw DataError(fmt::format("{}: batch size {} must be positive", data_->origin(), batch));
-  data_->check_input("features", data_->feature_type(), example_shape);
+  if (!data_->named()) data_->check_input("features", data_->feature_type(), example_shape);
   const int64_t n = data_->size(split);
   batches_ = (n + batch - 1) / batch;
   auto make = [d = data_, split, batch, n, shape = std::move(example_shape)](int64_t k) {
@@ -159,7 +160,8 @@ EvalLoader::EvalLoader(std::shared_ptr<const Dataset> data, Split split, int64_t
     const int64_t lo = k * batch, hi = std::min(n, lo + batch);
     std::vector<int64_t> pos;
     for (int64_t p = lo; p < hi; ++p) pos.push_back(p);
-    d->gather(split, pos, shape, b.features, b.labels);
+    if (d->named()) d->gather_named(split, pos, b.named);
+    else d->gather(split, pos, shape, b.features, b.labels);
     return b;
   };
   stream_ = std::make_unique<BatchStream>(std::move(make), batches_, prefetch);

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime/session/data/dataset.h"
@@ -38,12 +39,24 @@ void put_position(std::map<std::string, std::string>& metadata, const DataPositi
 // missing or not a non-negative integer.
 DataPosition get_position(const std::map<std::string, std::string>& metadata, const std::string& origin);
 
+// A batch of a (features, labels) source, or of an array source (Dataset::named): every
+// input by name, features and labels empty.
 struct Batch {
   HostTensor features;  // [n, example shape...]
   HostTensor labels;    // [n] or [n, T], i32
+  std::vector<std::pair<std::string, HostTensor>> named;  // array sources: [n, example shape...] each
   int64_t epoch = 0;    // training: the epoch; evaluation: 0
   int64_t index = 0;    // the batch's number within its epoch (or evaluation pass)
-  int64_t size() const { return features.shape.empty() ? 0 : features.shape[0]; }
+  int64_t size() const {
+    const HostTensor& t = named.empty() ? features : named.front().second;
+    return t.shape.empty() ? 0 : t.shape[0];
+  }
+  // An input's tensor by name (array sources); nullptr when the batch has none of that name.
+  const HostTensor* find(const std::string& name) const {
+    for (const auto& [n, t] : named)
+      if (n == name) return &t;
+    return nullptr;
+  }
 };
 
 // Batches 0, 1, 2, ... made by `make(k)`, `count` of them (negative: without end). With
@@ -77,8 +90,8 @@ class BatchStream {
 class TrainLoader {
  public:
   // Throws DataError when the training split holds fewer than `batch` examples, when
-  // `example_shape` does not fit the data (Dataset::check_input), or when `start` lies
-  // outside an epoch.
+  // `example_shape` does not fit the data (Dataset::check_input; unused for an array source,
+  // whose inputs' shapes Dataset::open_arrays checked), or when `start` lies outside an epoch.
   TrainLoader(std::shared_ptr<const Dataset> data, int64_t batch, std::vector<int64_t> example_shape, uint64_t seed,
               DataPosition start = {}, int prefetch = 2);
   Batch next();                      // endless: epochs follow each other

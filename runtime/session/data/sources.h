@@ -46,6 +46,17 @@ struct Examples {
   std::string labels_origin;
   std::vector<int64_t> lines;
   bool text = false;
+  // Array sources (npy, npz, safetensors): one field per model input, by the input's name,
+  // converted to its element type and shaped as one example of it; `count` examples each.
+  // The other members above are unused then.
+  struct Field {
+    std::string name, origin;
+    ElemType type = ElemType::F32;
+    std::vector<int64_t> shape;  // one example's
+    std::vector<uint8_t> bytes;  // count examples, C order
+    int64_t example_bytes() const;
+  };
+  std::vector<Field> fields;
 
   int64_t feature_numel() const;
   int64_t label_numel() const;
