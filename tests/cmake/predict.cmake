@@ -76,6 +76,26 @@ if(CMAKE_MATCH_1 GREATER 0.6)
   message(FATAL_ERROR "other data predicts badly (MAE ${CMAKE_MATCH_1}): the checkpoint's standardisation was not applied")
 endif()
 
+# New csv data with --input: without its label column it predicts exactly what it predicts
+# with it (the same rows, the checkpoint's standardisation), and has no label column or error.
+set(unlabeled "")
+foreach(l IN LISTS lines)
+  string(REGEX REPLACE ",[^,]*$" "" u "${l}")
+  string(APPEND unlabeled "${u}\n")
+endforeach()
+file(WRITE ${OUT}/rg/unlabeled.csv "${unlabeled}")
+run(predict tests/train/regression.model --checkpoint ${rk} --output pred --input ${OUT}/rg/unlabeled.csv OUT u ERR ue)
+run(predict tests/train/regression.model --checkpoint ${rk} --output pred --input tests/train/data/regression.csv OUT w)
+expect("${ue}" "regression: 300 examples \\(.*unlabeled.csv\\) predicted\n$" "unlabeled csv")
+expect("${u}" "^split,example,pred\ninput,0," "unlabeled rows")
+string(REGEX REPLACE "(^|\n)input,([0-9]+),[^,\n]*," "\\1input,\\2," w_no_label "${w}")
+string(REPLACE "split,example,label,pred" "split,example,pred" w_no_label "${w_no_label}")
+if(NOT u STREQUAL w_no_label)
+  message(FATAL_ERROR "unlabeled csv predicts otherwise than the same rows with labels:\n${u}\n---\n${w_no_label}")
+endif()
+run(predict tests/train/regression.model --checkpoint ${rk} --output pred --input ${OUT}/rg/unlabeled.csv --split all RC 2 ERR e)
+expect("${e}" "--split does not apply with --input" "--split with --input")
+
 # --- tiny_char: generate -------------------------------------------------------------------
 set(corpus "")
 foreach(i RANGE 60)

@@ -103,11 +103,11 @@ int run_predict(const PredictOptions& o) {
     predict_feed(l, o.common.file);
     if (!o.inputs.empty() && o.split != "held-out")
       throw UsageError("--split does not apply with --input: every example of the input is predicted, in file order");
-    std::shared_ptr<const rt::Dataset> ds = o.inputs.empty() ? nullptr : open_input(l, o.inputs);
+    if (!o.inputs.empty()) check_input(l, o.inputs);
     rt::Session s(l.program, session_options(o.common));
     const rt::Checkpoint c = load_trained(s, o.checkpoint);
     const std::optional<rt::Standardization> stats = rt::recorded_standardization(c);
-    if (!ds) ds = open_data(l, stats ? &*stats : nullptr);
+    auto ds = o.inputs.empty() ? open_data(l, stats ? &*stats : nullptr) : open_input(l, o.inputs, stats ? &*stats : nullptr);
     if (!stats && !ds->feature_mean().empty() && !o.common.quiet)
       fmt::print(stderr, "note: {} records no standardisation statistics (an older modelrun wrote it); {} is "
                  "standardised with its own training split's\n", o.checkpoint, ds->origin());
@@ -122,7 +122,8 @@ int run_predict(const PredictOptions& o) {
       int64_t pos = 0;
       while (auto b = loader.next()) {
         auto out = s.predict(predict_inputs(l, *b));
-        const rt::HostTensor& labels = batch_labels(l, *b);
+        static const rt::HostTensor unlabeled;
+        const rt::HostTensor& labels = ds->labeled() ? batch_labels(l, *b) : unlabeled;
         for (int64_t i = 0; i < b->size(); ++i, ++pos) {
           rows.add(o.inputs.empty() ? rt::split_name(split) : "input", ds->indices(split)[static_cast<size_t>(pos)], labels,
                    i, out, names);

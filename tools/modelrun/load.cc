@@ -235,11 +235,26 @@ std::shared_ptr<const rt::Dataset> open_data(const Loaded& l, const rt::Standard
   return ds;
 }
 
-std::shared_ptr<const rt::Dataset> open_input(const Loaded& l, const std::vector<std::string>& args) {
+void check_input(const Loaded& l, const std::vector<std::string>& args) {
   const rt::Program& p = *l.program;
-  if (!l.named())
-    throw UsageError(fmt::format("--input: model '{}' reads {}() data, not arrays; give other data of that kind with "
-                                 "--data (and --split all)", p.model, p.train.data ? p.train.data->kind : "no"));
+  const std::string kind = p.train.data ? p.train.data->kind : "no";
+  if (kind == "csv" && (args.size() != 1 || args[0].find('=') != std::string::npos))
+    throw UsageError(fmt::format("--input: model '{}' reads csv() data; give one .csv file", p.model));
+  if (kind != "csv" && !l.named())
+    throw UsageError(fmt::format("--input: model '{}' reads {}() data, which --input does not take (it takes csv and "
+                                 "arrays); give other data of that kind with --data (and --split all)", p.model, kind));
+}
+
+std::shared_ptr<const rt::Dataset> open_input(const Loaded& l, const std::vector<std::string>& args,
+                                              const rt::Standardization* stats) {
+  const rt::Program& p = *l.program;
+  check_input(l, args);
+  if (p.train.data->kind == "csv") {
+    int64_t features = 1;
+    for (int64_t d : l.example_shape) features *= d;
+    return rt::Dataset::open_csv_input(*p.train.data, fs::absolute(args[0]).string(), features,
+                                       p.buffers[p.function("eval")->feeds[1].buffer].type, stats);
+  }
   rt::DataSpec spec = *p.train.data;
   const bool one_file = args.size() == 1 && args[0].find('=') == std::string::npos;
   std::vector<std::string> names;

@@ -51,10 +51,14 @@ Loaded compile(const CommonOptions& c, bool train, const std::optional<std::vect
 // `stats` when given (a trained model's), else with the training split's own.
 void apply_common(rt::TrainSettings& t, const CommonOptions& c);
 std::shared_ptr<const rt::Dataset> open_data(const Loaded& l, const rt::Standardization* stats = nullptr);
-// predict --input: new data for an array-source model (one .npz or safetensors file, or
-// INPUT=FILE.npy per input), with the inputs the predict function reads and the target if the
-// data has it; every example in file order, as both splits.
-std::shared_ptr<const rt::Dataset> open_input(const Loaded& l, const std::vector<std::string>& args);
+// predict --input: new data, every example in file order as both splits. An array-source
+// model: one .npz or safetensors file, or INPUT=FILE.npy per input, with the inputs the
+// predict function reads and the target if the data has it. A csv model: one .csv file of
+// features, with or without the label column, standardised with `stats` (the checkpoint's).
+std::shared_ptr<const rt::Dataset> open_input(const Loaded& l, const std::vector<std::string>& args,
+                                              const rt::Standardization* stats);
+// The usage errors of --input that need no data: a model whose data --input does not take.
+void check_input(const Loaded& l, const std::vector<std::string>& args);
 // A batch as the functions' inputs by name (moved out of b).
 std::map<std::string, rt::HostTensor> feed(const Loaded& l, rt::Batch& b);
 // The predict function's inputs from a batch (copied): the features, or the named inputs it

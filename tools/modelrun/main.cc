@@ -85,9 +85,10 @@ CLI::App* add_predict(CLI::App& app, modelrun::PredictOptions& pr) {
       ->capture_default_str()
       ->check(CLI::IsMember({"held-out", "train", "all"}));
   predict->add_option("--input", pr.inputs,
-                      "new data to predict from, for a model whose data is npy(), npz() or safetensors(): a .npz or "
-                      "safetensors file of arrays named as the data source names them, or INPUT=FILE.npy per input "
-                      "(repeatable); the target may be absent. Every example, in file order (--split does not apply)")
+                      "new data to predict from: for a csv() model a .csv of features (a label column optional); "
+                      "for npy(), npz() or safetensors() a .npz or safetensors file of arrays named as the data source "
+                      "names them, or INPUT=FILE.npy per input (repeatable; the target may be absent). Every example, "
+                      "in file order (--split does not apply)")
       ->option_text("DATA")
       ->allow_extra_args(false);
   predict->add_option("-o", pr.out,

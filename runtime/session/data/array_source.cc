@@ -1,5 +1,6 @@
-// The array data sources npy(), npz() and safetensors(): every model input bound by name to
-// an array whose first axis numbers the examples.
+// The array data sources npy(), npz() and safetensors() (every model input bound by name to
+// an array whose first axis numbers the examples), an application's tensors, and the
+// unsplit data sets predict reads as new data.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -111,13 +112,7 @@ std::shared_ptr<const Dataset> Dataset::open_arrays(const DataSpec& spec, const 
     throw DataError(fmt::format("data source {}(): missing argument 'path'", spec.kind));
   const std::string file = spec.kind == "npy" ? "" : resolve_data_path(base_dir, str("path"));
   Examples all = examples_of(spec, base_dir, file, inputs);
-  if (whole) {
-    std::shared_ptr<Dataset> d(new Dataset());
-    for (int64_t i = 0; i < all.count; ++i) d->train_idx_.push_back(i);
-    d->heldout_idx_ = d->train_idx_;
-    d->train_ = d->heldout_ = std::make_shared<Examples>(std::move(all));
-    return d;
-  }
+  if (whole) return Dataset::whole(std::move(all));
   std::optional<Examples> test;
   if (!str("test").empty()) test = examples_of(spec, base_dir, resolve_data_path(base_dir, str("test")), inputs);
   return std::make_shared<Dataset>(std::move(all), std::move(test), Vocab{}, seed, validation, false);
@@ -162,6 +157,31 @@ std::shared_ptr<const Dataset> Dataset::from_tensors(Tensors inputs, uint64_t se
       throw DataError("the held-out tensors must have the training tensors' names, types and example shapes in order");
   }
   return std::make_shared<Dataset>(std::move(all), std::move(held), Vocab{}, seed, validation, false);
+}
+
+std::shared_ptr<Dataset> Dataset::whole(Examples all) {
+  std::shared_ptr<Dataset> d(new Dataset());
+  for (int64_t i = 0; i < all.count; ++i) d->train_idx_.push_back(i);
+  d->heldout_idx_ = d->train_idx_;
+  d->train_ = d->heldout_ = std::make_shared<Examples>(std::move(all));
+  return d;
+}
+
+std::shared_ptr<const Dataset> Dataset::open_csv_input(const DataSpec& spec, const std::string& path, int64_t features,
+                                                       ElemType label_type, const Standardization* stats) {
+  auto arg = [&](const char* name, int64_t dflt) {
+    auto it = spec.ints.find(name);
+    return it == spec.ints.end() ? dflt : it->second;
+  };
+  const bool header = arg("header", 0) != 0;
+  Examples ex = load_csv(path, arg("label_column", -1), header, label_type, /*labeled=*/false);
+  if (ex.feature_numel() == features + 1) ex = load_csv(path, arg("label_column", -1), header, label_type);
+  else if (ex.feature_numel() != features)
+    throw DataError(fmt::format("{}: rows of {} fields; the model takes {} features (and, optionally, a label)", path,
+                                ex.feature_numel(), features));
+  std::shared_ptr<Dataset> d = whole(std::move(ex));
+  if (arg("normalize", 1) != 0) d->standardize_features(stats);
+  return d;
 }
 
 void Dataset::gather_named(Split split, std::span<const int64_t> pos,

@@ -83,6 +83,14 @@ class Dataset {
   // example counts differ, a tensor is a scalar or its bytes do not match its shape.
   using Tensors = std::vector<std::pair<std::string, HostTensor>>;
   static std::shared_ptr<const Dataset> from_tensors(Tensors inputs, uint64_t seed, double validation, Tensors test = {});
+  // New csv data to predict from (modelrun predict --input): `path` with every column a
+  // feature, or, when its rows have `features` + 1 fields, features and a label (at the
+  // spec's label_column); no split (both splits are every row in file order), standardised
+  // with `stats` when given (a trained model's) or its own statistics (spec's normalize).
+  static std::shared_ptr<const Dataset> open_csv_input(const DataSpec& spec, const std::string& path, int64_t features,
+                                                       ElemType label_type, const Standardization* stats);
+  // Whether the examples have labels (unlabeled csv input: no).
+  bool labeled() const { return train_->labeled; }
   // From examples in memory: `test` is the held-out set, or nullopt to split `all` as above
   // (windowed examples: the tail in order; dense ones: shuffled once). `standardize`: csv's
   // per-column standardisation with training statistics.
@@ -135,6 +143,8 @@ class Dataset {
 
  private:
   Dataset() = default;
+  // Every example of `all` as both splits, in order.
+  static std::shared_ptr<Dataset> whole(Examples all);
   std::shared_ptr<Examples> train_, heldout_;  // heldout_ may be train_ (one source, split)
   std::vector<int64_t> train_idx_, heldout_idx_;
   Vocab vocab_;

@@ -203,7 +203,7 @@ void split_csv_row(const std::string& path, int64_t line, const char* line_start
 
 }  // namespace
 
-Examples load_csv(const std::string& path, int64_t label_column, bool header, ElemType label_type) {
+Examples load_csv(const std::string& path, int64_t label_column, bool header, ElemType label_type, bool labeled) {
   if (label_column < -1) throw DataError(fmt::format("{}: label_column {} is invalid: use a 0-based column or -1 for the last", path, label_column));
   std::vector<uint8_t> bytes = read_data_file(path);
   const char* p = reinterpret_cast<const char*>(bytes.data());
@@ -215,6 +215,7 @@ Examples load_csv(const std::string& path, int64_t label_column, bool header, El
   ex.labels_origin = path;
   ex.feature_type = ElemType::F32;
   ex.label_type = label_type;
+  ex.labeled = labeled;
   int64_t width = -1, label_col = -1, width_line = 0, line = 0;
   std::vector<CsvField> row;
   while (p < end) {
@@ -232,11 +233,12 @@ Examples load_csv(const std::string& path, int64_t label_column, bool header, El
     if (width < 0) {
       width = field;
       width_line = line;
-      if (width < 2) throw DataError(fmt::format("{}:{}: a row has {} field; needs at least one feature and a label", path, line, width));
-      label_col = label_column == -1 ? width - 1 : label_column;
+      if (width < (labeled ? 2 : 1))
+        throw DataError(fmt::format("{}:{}: a row has {} field; needs at least one feature and a label", path, line, width));
+      label_col = !labeled ? -1 : label_column == -1 ? width - 1 : label_column;
       if (label_col >= width)
         throw DataError(fmt::format("{}: label_column {} is out of range: rows have {} fields (0..{})", path, label_column, width, width - 1));
-      ex.feature_shape = {width - 1};
+      ex.feature_shape = {labeled ? width - 1 : width};
     } else if (field != width) {
       throw DataError(fmt::format("{}:{}: row has {} fields, expected {} as on line {}", path, line, field, width, width_line));
     }
@@ -261,6 +263,7 @@ Examples load_csv(const std::string& path, int64_t label_column, bool header, El
         ex.features.push_back(static_cast<float>(c.v));
       }
     }
+    if (!labeled) (label_type == ElemType::F32 ? ex.targets.push_back(0.0f) : ex.labels.push_back(0));
     ex.lines.push_back(line);
     ++ex.count;
   }

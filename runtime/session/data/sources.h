@@ -46,6 +46,7 @@ struct Examples {
   std::string labels_origin;
   std::vector<int64_t> lines;
   bool text = false;
+  bool labeled = true;  // false: unlabeled csv, whose labels are zeros standing in
   // Array sources (npy, npz, safetensors): one field per model input, by the input's name,
   // converted to its element type and shaped as one example of it; `count` examples each.
   // The other members above are unused then.
@@ -82,7 +83,10 @@ struct Vocab {
 Examples load_idx(const std::string& images_path, const std::string& labels_path, bool normalize);
 // label_column: 0-based index of the label, or -1 for the last column. Features are returned
 // as written (standardisation is the Dataset's, with train-split statistics).
-Examples load_csv(const std::string& path, int64_t label_column, bool header, ElemType label_type = ElemType::I32);
+// `labeled` false: every column is a feature (new data to predict from); the labels are
+// zeros and Examples::labeled is false.
+Examples load_csv(const std::string& path, int64_t label_column, bool header, ElemType label_type = ElemType::I32,
+                  bool labeled = true);
 Examples load_text(const std::string& path, int64_t context, Vocab& vocab);
 Examples load_tokens(const std::string& path, int64_t context, int64_t vocab_size, Vocab& vocab);
 
