@@ -44,6 +44,18 @@ foreach(kind npy npz st)
   endif()
 endforeach()
 
+# Loader threads change nothing: the batches, and so the run, are the same for any --workers.
+run(train ${OUT}/npy.model --threads 1 --workers 3 --prefetch 1 --checkpoint-dir ${OUT}/w3 OUT o ERR e)
+expect("${o}${e}" "held-out: (loss [0-9.]+  mae [0-9.]+)" "--workers 3")
+if(NOT heldout STREQUAL CMAKE_MATCH_1)
+  message(FATAL_ERROR "--workers 3 gives '${CMAKE_MATCH_1}', one worker gave '${heldout}'")
+endif()
+file(SHA256 ${OUT}/npy/checkpoint.safetensors one_worker)
+file(SHA256 ${OUT}/w3/checkpoint.safetensors three_workers)
+if(NOT one_worker STREQUAL three_workers)
+  message(FATAL_ERROR "the checkpoints of 1 and 3 loader workers differ")
+endif()
+
 # predict: the held-out split (with its targets), then new data.
 set(ck ${OUT}/npy/checkpoint.safetensors)
 run(predict ${OUT}/npy.model --checkpoint ${ck} --output pred -o ${OUT}/p.csv ERR e)

@@ -327,6 +327,25 @@ TEST(Loader, PrefetchGivesTheSameBatchesAsSynchronousLoading) {
   EXPECT_FALSE(ep.next());
 }
 
+TEST(Loader, AnyWorkerCountGivesTheSameBatches) {
+  TempDir dir;
+  auto ds = Dataset::open(make_idx(dir, 61, 9), dir.path().string(), 0, 0);
+  const uint64_t seed = testing::test_seed();
+  TrainLoader one(ds, 5, {12}, seed, {}, 0);
+  std::vector<Batch> want;
+  for (int k = 0; k < 40; ++k) want.push_back(one.next());  // several epochs of 12 batches
+  for (int workers : {2, 3, 4})
+    for (int prefetch : {1, 2, 8}) {
+      TrainLoader many(ds, 5, {12}, seed, {}, prefetch, workers);
+      for (int k = 0; k < 40; ++k) ASSERT_TRUE(same(many.next(), want[static_cast<size_t>(k)])) << workers << " workers, batch " << k;
+      TrainLoader resumed(ds, 5, {12}, seed, {2, 3}, prefetch, workers);
+      ASSERT_TRUE(same(resumed.next(), want[static_cast<size_t>(2 * one.batches_per_epoch() + 3)]));
+      EvalLoader e1(ds, Split::Heldout, 2, {12}, 0), en(ds, Split::Heldout, 2, {12}, prefetch, workers);
+      while (auto b = e1.next()) ASSERT_TRUE(same(*b, *en.next()));
+      EXPECT_FALSE(en.next());
+    }
+}
+
 TEST(Loader, ResumesFromASavedPosition) {
   TempDir dir;
   auto ds = Dataset::open(make_idx(dir, 45, 5), dir.path().string(), 0, 0);
@@ -352,17 +371,23 @@ TEST(Loader, ResumesFromASavedPosition) {
 }
 
 TEST(BatchStream, RethrowsWorkerErrorsAfterEarlierBatches) {
-  for (int prefetch : {0, 1, 3}) {
-    BatchStream s([](int64_t k) {
-      if (k == 3) throw DataError("boom at 3");
-      Batch b;
-      b.index = k;
-      return b;
-    }, -1, prefetch);
-    for (int k = 0; k < 3; ++k) EXPECT_EQ(s.next()->index, k);
-    expect_error<DataError>([&] { s.next(); }, {"boom at 3"});
-    expect_error<DataError>([&] { s.next(); }, {"boom at 3"});
-  }
+  for (int workers : {1, 2, 3})
+    for (int prefetch : {0, 1, 3}) {
+      // Batch 3 fails, and 5 too (another worker's, made first): batch 3's error comes, after 0, 1, 2.
+      BatchStream s([](int64_t k) {
+        if (k == 5) throw DataError("boom at 5");
+        if (k == 3) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          throw DataError("boom at 3");
+        }
+        Batch b;
+        b.index = k;
+        return b;
+      }, -1, prefetch, workers);
+      for (int k = 0; k < 3; ++k) EXPECT_EQ(s.next()->index, k);
+      expect_error<DataError>([&] { s.next(); }, {"boom at 3"});
+      expect_error<DataError>([&] { s.next(); }, {"boom at 3"});
+    }
 }
 
 TEST(BatchStream, StopsCleanlyAndStaysBounded) {
@@ -382,6 +407,25 @@ TEST(BatchStream, StopsCleanlyAndStaysBounded) {
   EXPECT_TRUE(finite.next());
   EXPECT_TRUE(finite.next());
   EXPECT_FALSE(finite.next());
+  // Several workers stay within max(prefetch, workers) batches ahead, and stop when destroyed.
+  made = 0;
+  {
+    std::atomic<int64_t> highest{-1};
+    BatchStream s([&](int64_t k) {
+      int64_t h = highest.load();
+      while (k > h && !highest.compare_exchange_weak(h, k)) {
+      }
+      Batch b;
+      b.index = k;
+      return b;
+    }, -1, 2, 3);
+    for (int k = 0; k < 5; ++k) EXPECT_EQ(s.next()->index, k);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_LE(highest.load(), 5 + 2);  // batches 5, 6, 7 at most: three past the last taken
+  }
+  BatchStream finite3([](int64_t k) { Batch b; b.index = k; return b; }, 5, 2, 3);
+  for (int k = 0; k < 5; ++k) EXPECT_EQ(finite3.next()->index, k);
+  EXPECT_FALSE(finite3.next());
 }
 
 }  // namespace

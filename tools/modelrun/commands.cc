@@ -233,7 +233,7 @@ int run_train(const TrainOptions& o) {
     MetricsWriter metrics = open_metrics(o.metrics, *l.program, scaling);
 
     if (!o.common.quiet) print_train_header(s, l.program->model, *ds, t, total, batch, per_epoch);
-    rt::TrainLoader loader(ds, batch, l.example_shape, static_cast<uint64_t>(t.seed), start);
+    rt::TrainLoader loader(ds, batch, l.example_shape, static_cast<uint64_t>(t.seed), start, l.prefetch, l.workers);
     const int64_t first = s.step();
     Progress bar(total, first, isatty(2) != 0, o.common.quiet);
     TrainLoop loop{o, l, t, ds, s, loader, metrics, bar, ckpt_path, run, scaling, watches};

@@ -28,6 +28,8 @@ struct CommonOptions {
   std::string device = "auto";         // --device auto|cpu|cuda|cuda:N
   bool tf32 = false;                   // --tf32: f32 matmuls on CUDA may use TF32
   std::string subnormals = "flush";    // --subnormals flush|keep (CPU)
+  int workers = 1;                     // --workers N: data loader threads
+  int prefetch = 2;                    // --prefetch N: batches prepared ahead (0: on the training thread)
 };
 
 struct TrainOptions {

@@ -37,7 +37,7 @@ bool count_correct(const rt::HostTensor& logits, const rt::HostTensor& labels, i
 }
 
 EvalResult evaluate(rt::Session& s, const EvalFeeds& f, const std::shared_ptr<const rt::Dataset>& ds, int64_t batch) {
-  rt::EvalLoader loader(ds, rt::Split::Heldout, batch, f.example_shape);
+  rt::EvalLoader loader(ds, rt::Split::Heldout, batch, f.example_shape, f.prefetch, f.workers);
   EvalResult r;
   const std::vector<std::string> names = metric_names(s.program());
   std::vector<double> sums(names.size(), 0.0);

@@ -21,10 +21,12 @@ struct EvalResult {
   std::vector<std::pair<std::string, double>> metrics;  // the other scalar outputs, in the model's order
 };
 
-// What the data feeds: the model's two inputs and one example's shape of the first.
+// What the data feeds: the model's two inputs and one example's shape of the first (an array
+// source feeds its batches' named inputs), and how the loader makes the batches.
 struct EvalFeeds {
   std::string features, labels;
   std::vector<int64_t> example_shape;
+  int prefetch = 2, workers = 1;
 };
 
 // The accuracy is computed when the model outputs `logits` whose leading dims are the

@@ -118,7 +118,7 @@ int run_predict(const PredictOptions& o) {
     int64_t n = 0, correct = 0, classified = 0, regressed = 0;
     std::map<std::string, double> abs_err;  // per output of one value per example, against f32 targets
     for (rt::Split split : splits_of(o.split)) {
-      rt::EvalLoader loader(ds, split, micro_batch(l.program->train), l.example_shape);
+      rt::EvalLoader loader(ds, split, micro_batch(l.program->train), l.example_shape, l.prefetch, l.workers);
       int64_t pos = 0;
       while (auto b = loader.next()) {
         auto out = s.predict(predict_inputs(l, *b));

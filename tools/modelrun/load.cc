@@ -125,6 +125,8 @@ Loaded compile(const CommonOptions& c, bool train, const std::optional<std::vect
   } else {
     l.program = compile_model(c, train, predict);
   }
+  l.prefetch = c.prefetch;
+  l.workers = c.workers;
   fs::path dir = fs::path(c.file).parent_path();
   l.base_dir = dir.empty() ? fs::path(".").string() : dir.string();
 
@@ -326,7 +328,7 @@ const rt::HostTensor& batch_labels(const Loaded& l, const rt::Batch& b) {
 }
 
 EvalResult evaluate(rt::Session& s, const Loaded& l, const std::shared_ptr<const rt::Dataset>& ds, int64_t batch) {
-  return modelrun::evaluate(s, EvalFeeds{l.features, l.labels, l.example_shape}, ds, batch);
+  return modelrun::evaluate(s, EvalFeeds{l.features, l.labels, l.example_shape, l.prefetch, l.workers}, ds, batch);
 }
 
 rt::NamedTensors persistent_tensors(const rt::Session& s, bool with_state) {

@@ -35,6 +35,7 @@ struct Loaded {
   std::vector<int64_t> example_shape;    // of one example of `features`
   std::vector<rt::InputSpec> inputs;
   bool named() const { return !inputs.empty(); }
+  int prefetch = 2, workers = 1;         // the loaders' (--prefetch, --workers)
 };
 
 // A .plan file (its suffix, or the plan magic whatever the suffix) is loaded as compiled;

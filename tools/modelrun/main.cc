@@ -34,6 +34,14 @@ void add_common(CLI::App* app, modelrun::CommonOptions& c) {
   app->add_option("--batch", c.batch, "examples per step (default: the train section's batch)");
   app->add_option("--seed", c.seed, "the run's seed: initialisation, shuffling, dropout");
   app->add_option("--threads", c.threads, "worker threads (default: one per core)");
+  app->add_option("--workers", c.workers,
+                  "data loader threads making batches ahead, as DataLoader's num_workers; the batches are the same "
+                  "for every N")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app->add_option("--prefetch", c.prefetch, "batches made ahead of the step that needs them (0: on the training thread)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
   app->add_option("--streams", c.streams,
                   "run independent work of each step on up to N streams (worker threads ordered by events; "
                   "1: the sequential run; for a .plan, replaces its schedule; docs/streams.md)")

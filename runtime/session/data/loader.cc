@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "runtime/session/data/file_io.h"
@@ -28,9 +29,12 @@ DataPosition get_position(const std::map<std::string, std::string>& metadata, co
   return {get("data.epoch"), get("data.batch")};
 }
 
-BatchStream::BatchStream(Maker make, int64_t count, int prefetch)
-    : make_(std::move(make)), count_(count), depth_(prefetch > 0 ? static_cast<size_t>(prefetch) : 0) {
-  if (depth_ > 0) worker_ = std::thread([this] { work(); });
+BatchStream::BatchStream(Maker make, int64_t count, int prefetch, int workers)
+    : count_(count), depth_(prefetch > 0 ? static_cast<size_t>(std::max(prefetch, workers)) : 0) {
+  const size_t n = depth_ > 0 ? static_cast<size_t>(std::max(workers, 1)) : 1;
+  makers_.assign(n, make);
+  if (depth_ > 0)
+    for (size_t w = 0; w < n; ++w) workers_.emplace_back([this, w] { work(w); });
 }
 
 BatchStream::~BatchStream() {
@@ -39,32 +43,30 @@ BatchStream::~BatchStream() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  for (std::thread& t : workers_) t.join();
 }
 
-void BatchStream::work() {
-  for (int64_t k = 0; count_ < 0 || k < count_; ++k) {
+void BatchStream::work(size_t w) {
+  const auto n = static_cast<int64_t>(makers_.size());
+  for (auto k = static_cast<int64_t>(w); count_ < 0 || k < count_; k += n) {
     {
       std::unique_lock<std::mutex> lock(m_);
-      cv_.wait(lock, [&] { return stop_ || queue_.size() < depth_; });
-      if (stop_) return;
+      cv_.wait(lock, [&] { return stop_ || k < next_k_ + static_cast<int64_t>(depth_); });
+      if (stop_ || (error_ && error_k_ < k)) return;  // no one will read past a failed batch
     }
     Batch b;
     try {
-      b = make_(k);
+      b = makers_[w](k);
     } catch (...) {
       std::lock_guard<std::mutex> lock(m_);
-      error_ = std::current_exception();
+      if (!error_ || k < error_k_) error_ = std::current_exception(), error_k_ = k;
       cv_.notify_all();
       return;
     }
     std::lock_guard<std::mutex> lock(m_);
-    queue_.push_back(std::move(b));
+    ready_.emplace(k, std::move(b));
     cv_.notify_all();
   }
-  std::lock_guard<std::mutex> lock(m_);
-  done_ = true;
-  cv_.notify_all();
 }
 
 std::optional<Batch> BatchStream::next() {
@@ -72,23 +74,23 @@ std::optional<Batch> BatchStream::next() {
     if (error_) std::rethrow_exception(error_);
     if (count_ >= 0 && next_k_ >= count_) return std::nullopt;
     try {
-      return make_(next_k_++);
+      return makers_[0](next_k_++);
     } catch (...) {
       error_ = std::current_exception();
       throw;
     }
   }
   std::unique_lock<std::mutex> lock(m_);
-  cv_.wait(lock, [&] { return !queue_.empty() || error_ || done_; });
-  if (!queue_.empty()) {
-    Batch b = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
-    cv_.notify_all();
-    return b;
-  }
-  if (error_) std::rethrow_exception(error_);
-  return std::nullopt;
+  if (count_ >= 0 && next_k_ >= count_) return std::nullopt;
+  cv_.wait(lock, [&] { return ready_.count(next_k_) || (error_ && error_k_ == next_k_); });
+  auto it = ready_.find(next_k_);
+  if (it == ready_.end()) std::rethrow_exception(error_);
+  Batch b = std::move(it->second);
+  ready_.erase(it);
+  ++next_k_;
+  lock.unlock();
+  cv_.notify_all();
+  return b;
 }
 
 namespace {
@@ -121,7 +123,7 @@ struct TrainMaker {
 }  // namespace
 
 TrainLoader::TrainLoader(std::shared_ptr<const Dataset> data, int64_t batch, std::vector<int64_t> example_shape,
-                         uint64_t seed, DataPosition start, int prefetch)
+                         uint64_t seed, DataPosition start, int prefetch, int workers)
     : data_(std::move(data)) {
   if (batch < 1) throw DataError(fmt::format("{}: batch size {} must be positive", data_->origin(), batch));
   if (!data_->named()) data_->check_input("features", data_->feature_type(), example_shape);
@@ -135,7 +137,7 @@ TrainLoader::TrainLoader(std::shared_ptr<const Dataset> data, int64_t batch, std
   if (__builtin_mul_overflow(start.epoch, per_epoch_, &next_linear_) || __builtin_add_overflow(next_linear_, start.batch, &next_linear_))
     throw DataError(fmt::format("{}: data position epoch {} is too large", data_->origin(), start.epoch));
   TrainMaker maker{data_, batch, per_epoch_, next_linear_, seed, std::move(example_shape), -1, {}};
-  stream_ = std::make_unique<BatchStream>(std::move(maker), -1, prefetch);
+  stream_ = std::make_unique<BatchStream>(std::move(maker), -1, prefetch, workers);
 }
 
 Batch TrainLoader::next() {
@@ -148,7 +150,7 @@ Batch TrainLoader::next() {
 DataPosition TrainLoader::position() const { return {next_linear_ / per_epoch_, next_linear_ % per_epoch_}; }
 
 EvalLoader::EvalLoader(std::shared_ptr<const Dataset> data, Split split, int64_t batch, std::vector<int64_t> example_shape,
-                       int prefetch)
+                       int prefetch, int workers)
     : data_(std::move(data)) {
   if (batch < 1) throw DataError(fmt::format("{}: batch size {} must be positive", data_->origin(), batch));
   if (!data_->named()) data_->check_input("features", data_->feature_type(), example_shape);
@@ -164,7 +166,7 @@ EvalLoader::EvalLoader(std::shared_ptr<const Dataset> data, Split split, int64_t
     else d->gather(split, pos, shape, b.features, b.labels);
     return b;
   };
-  stream_ = std::make_unique<BatchStream>(std::move(make), batches_, prefetch);
+  stream_ = std::make_unique<BatchStream>(std::move(make), batches_, prefetch, workers);
 }
 
 std::optional<Batch> EvalLoader::next() { return stream_->next(); }

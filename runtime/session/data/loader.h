@@ -1,6 +1,6 @@
 // Batches from a Dataset: the training loader (reshuffled every epoch, last partial batch
 // dropped, endless, resumable) and the evaluation loader (split order, remainder kept as a
-// smaller final batch). Both can prepare the next batches on a worker thread.
+// smaller final batch). Both can prepare the next batches on worker threads.
 //
 // Epoch e's order is shuffled_indices(train size, seed, e): a pure function of the seed and
 // the epoch number, so a run resumed from a saved DataPosition sees exactly the batches an
@@ -9,7 +9,6 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <map>
@@ -60,31 +59,35 @@ struct Batch {
 };
 
 // Batches 0, 1, 2, ... made by `make(k)`, `count` of them (negative: without end). With
-// `prefetch` > 0 a worker thread makes up to `prefetch` batches ahead into a bounded queue;
-// an exception thrown by `make` reaches the caller of next() (after the batches made before
-// it), and every later call throws it again. With `prefetch` == 0, next() makes the batch
-// itself. The destructor stops and joins the worker.
+// `prefetch` > 0, `workers` threads (as DataLoader's num_workers) make batches ahead, worker
+// w the batches k with k % workers == w, each with its own copy of `make`; next() returns
+// them in order of k, so the stream is the same whatever the worker count. At most
+// max(prefetch, workers) batches past the one next() returns next are made or held. An
+// exception thrown by `make(k)` reaches the caller of next() when it asks for batch k (after
+// every batch before it), and every later call throws it again. With `prefetch` == 0, next()
+// makes the batch itself. The destructor stops and joins the workers.
 class BatchStream {
  public:
   using Maker = std::function<Batch(int64_t k)>;
-  BatchStream(Maker make, int64_t count, int prefetch);
+  BatchStream(Maker make, int64_t count, int prefetch, int workers = 1);
   ~BatchStream();
   BatchStream(const BatchStream&) = delete;
   BatchStream& operator=(const BatchStream&) = delete;
   std::optional<Batch> next();  // nullopt after the last batch
 
  private:
-  void work();
-  Maker make_;
+  void work(size_t w);
+  std::vector<Maker> makers_;  // one per worker (one: synchronous mode)
   int64_t count_;
   size_t depth_;
-  int64_t next_k_ = 0;  // synchronous mode
+  int64_t next_k_ = 0;  // the batch next() returns next
   std::mutex m_;
   std::condition_variable cv_;
-  std::deque<Batch> queue_;
+  std::map<int64_t, Batch> ready_;
   std::exception_ptr error_;
-  bool stop_ = false, done_ = false;
-  std::thread worker_;
+  int64_t error_k_ = -1;  // the batch whose making threw (the earliest such)
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
 };
 
 class TrainLoader {
@@ -93,7 +96,7 @@ class TrainLoader {
   // `example_shape` does not fit the data (Dataset::check_input; unused for an array source,
   // whose inputs' shapes Dataset::open_arrays checked), or when `start` lies outside an epoch.
   TrainLoader(std::shared_ptr<const Dataset> data, int64_t batch, std::vector<int64_t> example_shape, uint64_t seed,
-              DataPosition start = {}, int prefetch = 2);
+              DataPosition start = {}, int prefetch = 2, int workers = 1);
   Batch next();                      // endless: epochs follow each other
   DataPosition position() const;     // of the batch next() returns next
   int64_t batches_per_epoch() const { return per_epoch_; }
@@ -109,7 +112,7 @@ class EvalLoader {
  public:
   // One pass over `split` in its fixed order; the last batch holds the remainder.
   EvalLoader(std::shared_ptr<const Dataset> data, Split split, int64_t batch, std::vector<int64_t> example_shape,
-             int prefetch = 2);
+             int prefetch = 2, int workers = 1);
   std::optional<Batch> next();
   int64_t batches() const { return batches_; }
 
